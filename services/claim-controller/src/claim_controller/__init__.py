@@ -1,0 +1,1 @@
+"""ResourceClaims for pods from templates through to deletion."""

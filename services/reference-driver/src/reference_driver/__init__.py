@@ -1,0 +1,1 @@
+"""A reference DRA driver with fake GPUs."""

@@ -1,0 +1,1 @@
+"""Drivers' inventory to ResourceSlices."""

@@ -1,0 +1,1 @@
+"""Structured-parameters device allocation and a scheduler for DRA pods."""
