@@ -101,6 +101,11 @@ build_one() {
   local name=$1 out
   out=$(bin_path "$name")
   if [ -x "$out" ]; then return; fi
+  # One build per binary at a time: concurrent callers (parallel test sessions, make up) wait here.
+  mkdir -p "$CACHE/locks"
+  exec {lock_fd}>"$CACHE/locks/$name.lock"
+  flock "$lock_fd"
+  if [ -x "$out" ]; then flock -u "$lock_fd"; return; fi
   local start=$SECONDS
   log "building $name $(version_of "$name") into $out"
   case $name in
@@ -114,6 +119,7 @@ build_one() {
       "github.com/emicklei/go-restful/v3=github.com/emicklei/go-restful/v3@v3.9.0" "github.com/pkg/browser=github.com/tilt-dev/browser@v0.0.1" ;;
   esac
   log "$name ready in $((SECONDS - start))s"
+  flock -u "$lock_fd"
 }
 
 DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize)

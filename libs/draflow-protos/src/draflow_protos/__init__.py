@@ -1,1 +1,12 @@
-"""gRPC and protobuf code generated from protos/ (kubelet plugin registration, DRA plugin v1/v1beta1, DRA health, draflow inventory and events)."""
+"""gRPC and protobuf code generated from protos/ by hack/gen_protos.py (checked in; `make verify-protos`).
+
+Module (under draflow_protos) → proto package → upstream source (protos/README.md has the details):
+
+- `pluginregistration.v1.api_pb2` → `pluginregistration` → kubelet pkg/apis/pluginregistration/v1
+- `dra.v1.api_pb2` → `k8s.io.kubelet.pkg.apis.dra.v1` → kubelet pkg/apis/dra/v1
+- `dra.v1beta1.api_pb2` → `k8s.io.kubelet.pkg.apis.dra.v1beta1` → kubelet pkg/apis/dra/v1beta1
+- `drahealth.v1alpha1.api_pb2` → `v1alpha1` → kubelet pkg/apis/dra-health/v1alpha1
+- `inventory.v1.inventory_pb2` → `draflow.inventory.v1` → draflow's own
+
+Each `*_pb2_grpc.py` next to a `*_pb2.py` holds the stub, servicer and `add_*_to_server` of its services.
+"""

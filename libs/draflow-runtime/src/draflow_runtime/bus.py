@@ -1,0 +1,693 @@
+"""The NATS bus: events with trace context, JetStream history, request/reply, and an outbox.
+
+Kubernetes is the truth, NATS only cuts latency and keeps history, so the bus never blocks a service:
+
+- :meth:`EventBus.start` returns even while NATS is down; the first connection is retried forever in the
+  background (exponential backoff with jitter, via tenacity); after that nats-py reconnects by itself.
+- :meth:`EventBus.publish` injects the current W3C trace context into the headers. If NATS is unreachable
+  or the publish fails, the message goes into a bounded FIFO **outbox** (full: the oldest is dropped,
+  counted and logged) that a background task delivers in order once NATS is back. Every JetStream message
+  carries ``Nats-Msg-Id``, so a retry after an ambiguous failure (timeout after the server stored it) is
+  de-duplicated by the stream (within its duplicate window, 2 minutes by default).
+- Streams declared with :meth:`ensure_stream` and subscriptions made with :meth:`serve`/:meth:`subscribe`
+  before NATS was reachable are applied when it is; streams are re-applied after every reconnect.
+
+Errors (all :class:`BusError`, a ``DraflowError``)::
+
+    BusError
+    ├── BusUnavailable     not connected / the connection broke during the call
+    ├── NoResponders       request: nobody serves the subject
+    ├── RequestTimeout     request: no reply within the timeout
+    ├── RemoteError        request: the responder's handler raised (``Draflow-Error`` reply header)
+    └── PublishRejected    JetStream refused the message (4xx: no such stream, limits...); not retried
+
+Metrics (label ``name``): ``draflow_bus_published_total``, ``draflow_bus_outboxed_total``,
+``draflow_bus_dropped_total{reason=outbox_full|rejected}``, ``draflow_bus_delivered_from_outbox_total``,
+``draflow_bus_outbox_depth``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+import nats.errors
+import nats.js.errors
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
+from nats.js.client import JetStreamContext
+from prometheus_client import Counter, Gauge
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
+
+from draflow_runtime.errors import DraflowError
+from draflow_runtime.log import get_logger
+from draflow_runtime.tracing import attach, context_from_headers, detach, inject_into_headers
+
+__all__ = [
+    "ERROR_HEADER",
+    "MSG_ID_HEADER",
+    "BusError",
+    "BusUnavailable",
+    "EventBus",
+    "NoResponders",
+    "Outbox",
+    "OutboxMessage",
+    "PublishRejected",
+    "PullConsumer",
+    "RemoteError",
+    "RequestTimeout",
+]
+
+log = get_logger(__name__)
+
+MSG_ID_HEADER = "Nats-Msg-Id"
+ERROR_HEADER = "Draflow-Error"
+
+Handler = Callable[[bytes, dict[str, str]], Awaitable[bytes]]
+NudgeHandler = Callable[[bytes, dict[str, str]], Awaitable[None]]
+
+PUBLISHED = Counter(
+    "draflow_bus_published_total", "Messages accepted by NATS, outbox deliveries included.", ["name"]
+)
+OUTBOXED = Counter(
+    "draflow_bus_outboxed_total", "Messages kept in the outbox because NATS was unreachable.", ["name"]
+)
+DROPPED = Counter(
+    "draflow_bus_dropped_total", "Messages lost: evicted from a full outbox or rejected.", ["name", "reason"]
+)
+DELIVERED = Counter(
+    "draflow_bus_delivered_from_outbox_total", "Messages delivered from the outbox.", ["name"]
+)
+OUTBOX_DEPTH = Gauge("draflow_bus_outbox_depth", "Messages waiting in the outbox.", ["name"])
+
+_TRANSIENT = (nats.errors.Error, asyncio.TimeoutError, OSError)
+
+
+# --- errors -----------------------------------------------------------------------------------------------
+
+
+class BusError(DraflowError):
+    """A NATS operation failed; ``subject`` names what it was about."""
+
+    def __init__(self, message: str, *, subject: str = "") -> None:
+        super().__init__(message)
+        self.subject = subject
+
+
+class BusUnavailable(BusError):
+    """NATS is not connected (or disabled), or the connection broke during the call. Retryable."""
+
+
+class NoResponders(BusError):
+    """A request found no responder for its subject."""
+
+
+class RequestTimeout(BusError):
+    """A request got no reply within ``timeout`` seconds."""
+
+    def __init__(self, message: str, *, subject: str, timeout: float) -> None:
+        super().__init__(message, subject=subject)
+        self.timeout = timeout
+
+
+class RemoteError(BusError):
+    """The responder's handler raised; ``remote`` is its ``Draflow-Error`` header."""
+
+    def __init__(self, message: str, *, subject: str, remote: str) -> None:
+        super().__init__(message, subject=subject)
+        self.remote = remote
+
+
+class PublishRejected(BusError):
+    """JetStream refused the message with a 4xx API error (``code``, ``err_code``). Not retried."""
+
+    def __init__(self, message: str, *, subject: str, code: int | None, err_code: int | None) -> None:
+        super().__init__(message, subject=subject)
+        self.code = code
+        self.err_code = err_code
+
+
+def _is_rejection(exc: BaseException) -> bool:
+    return isinstance(exc, nats.js.errors.APIError) and exc.code is not None and 400 <= exc.code < 500
+
+
+def _rejected(exc: nats.js.errors.APIError, subject: str) -> PublishRejected:
+    return PublishRejected(
+        f"JetStream rejected the message: {exc.description}",
+        subject=subject,
+        code=exc.code,
+        err_code=exc.err_code,
+    )
+
+
+# --- outbox -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """A message waiting for NATS. ``headers`` already carry trace context and ``Nats-Msg-Id``."""
+
+    subject: str
+    data: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    jetstream: bool = True
+
+
+T = TypeVar("T")
+
+
+class Outbox(Generic[T]):
+    """Bounded FIFO: :meth:`push` on a full outbox evicts and returns the oldest item."""
+
+    def __init__(self, maxsize: int) -> None:
+        if maxsize < 1:
+            raise ValueError("outbox size must be at least 1")
+        self.maxsize = maxsize
+        self._items: deque[T] = deque()
+
+    def push(self, item: T) -> T | None:
+        """Append ``item``; return the evicted oldest item if the outbox was full, else None."""
+        evicted = self._items.popleft() if len(self._items) >= self.maxsize else None
+        self._items.append(item)
+        return evicted
+
+    def peek(self) -> T | None:
+        """The oldest item, left in place; None when empty."""
+        return self._items[0] if self._items else None
+
+    def pop_if(self, item: T) -> bool:
+        """Remove the oldest item if it is ``item`` (it may have been evicted meanwhile)."""
+        if self._items and self._items[0] is item:
+            self._items.popleft()
+            return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Any:
+        return iter(list(self._items))
+
+
+# --- subscriptions ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _SubSpec:
+    subject: str
+    callback: Callable[[Msg], Awaitable[None]]
+    queue: str = ""
+    sub: Subscription | None = None
+
+
+class PullConsumer:
+    """A durable JetStream pull consumer; created when NATS is reachable, re-created if it vanishes.
+
+    Messages are nats-py :class:`nats.aio.msg.Msg`: ``.data``, ``.headers`` (use
+    :func:`draflow_runtime.tracing.context_from_headers`), ``await .ack()``, ``.nak(delay)``, ``.term()``.
+    Ack policy is explicit: a message not acked within ``ack_wait`` is delivered again.
+    """
+
+    def __init__(
+        self, bus: EventBus, stream: str, durable: str, filter_subject: str, ack_wait: float
+    ) -> None:
+        self.stream = stream
+        self.durable = durable
+        self.filter_subject = filter_subject
+        self._bus = bus
+        self._config = ConsumerConfig(
+            durable_name=durable,
+            filter_subject=filter_subject,
+            ack_policy=AckPolicy.EXPLICIT,
+            ack_wait=ack_wait,
+        )
+        self._sub: JetStreamContext.PullSubscription | None = None
+
+    async def _subscription(self) -> JetStreamContext.PullSubscription:
+        if self._sub is None:
+            js = self._bus._jetstream()
+            self._sub = await js.pull_subscribe(
+                self.filter_subject, durable=self.durable, stream=self.stream, config=self._config
+            )
+        return self._sub
+
+    async def fetch(self, batch: int = 1, timeout: float = 5.0) -> list[Msg]:  # noqa: ASYNC109
+        """Up to ``batch`` messages, waiting at most about ``timeout`` seconds; [] when none arrived or
+        NATS is unreachable (never raises for those)."""
+        if not await self._bus.wait_connected(timeout):
+            return []
+        try:
+            sub = await self._subscription()
+            return await sub.fetch(batch, timeout=timeout)
+        except nats.errors.TimeoutError:
+            return []
+        except _TRANSIENT as exc:
+            log.warning(
+                "pull consumer fetch failed", stream=self.stream, durable=self.durable, error=repr(exc)
+            )
+            await self._reset()
+            return []
+
+    async def _reset(self) -> None:
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def close(self) -> None:
+        """Stop pulling; the durable consumer stays on the server."""
+        await self._reset()
+
+
+# --- the bus ----------------------------------------------------------------------------------------------
+
+
+class EventBus:
+    """NATS connection of one service. An empty ``url`` disables NATS: publishes are discarded (returning
+    False), requests raise :class:`BusUnavailable`, subscriptions never fire."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        outbox_size: int = 10000,
+        publish_timeout: float = 5.0,
+        connect_timeout: float = 2.0,
+        reconnect_wait: float = 1.0,
+        max_backoff: float = 10.0,
+        drain_timeout: float = 5.0,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self._outbox: Outbox[OutboxMessage] = Outbox(outbox_size)
+        self._publish_timeout = publish_timeout
+        self._connect_timeout = connect_timeout
+        self._reconnect_wait = reconnect_wait
+        self._max_backoff = max_backoff
+        self._drain_timeout = drain_timeout
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        self._ready = asyncio.Event()  # connected and streams applied
+        self._wake = asyncio.Event()  # outbox has work
+        self._empty = asyncio.Event()  # outbox is empty
+        self._empty.set()
+        self._streams: dict[str, StreamConfig] = {}
+        self._subs: list[_SubSpec] = []
+        self._consumers: list[PullConsumer] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        OUTBOX_DEPTH.labels(name).set(0)
+
+    # -- life cycle
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.url)
+
+    @property
+    def connected(self) -> bool:
+        """Connected to NATS with every declared stream applied."""
+        return self._ready.is_set() and self._nc is not None and self._nc.is_connected
+
+    @property
+    def outbox_size(self) -> int:
+        return len(self._outbox)
+
+    async def start(self) -> None:
+        """Connect in the background and return once connected or after ``connect_timeout`` seconds,
+        whichever comes first. Never raises because NATS is unreachable."""
+        if not self.enabled:
+            log.info("nats disabled", bus=self.name)
+            return
+        self._tasks = [
+            asyncio.create_task(self._connect_forever(), name=f"bus-{self.name}-connect"),
+            asyncio.create_task(self._deliver_forever(), name=f"bus-{self.name}-outbox"),
+        ]
+        if not await self.wait_connected(self._connect_timeout):
+            log.warning("nats unreachable, starting without it", bus=self.name, url=self.url)
+
+    async def wait_connected(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Wait until :attr:`connected` (at most ``timeout`` seconds); return whether it is."""
+        if not self.enabled:
+            return False
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), timeout)
+        return self.connected
+
+    async def stop(self, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        """Give the outbox up to ``timeout`` seconds to drain (if connected), then drain the connection:
+        subscriptions finish their in-flight messages, buffered publishes are flushed. Messages still in
+        the outbox are lost and logged."""
+        if self.connected and len(self._outbox):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._empty.wait(), timeout)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        for consumer in self._consumers:
+            # A pull subscription keeps late "408 request timeout" status messages queued forever,
+            # which would make drain() wait for its full timeout.
+            await consumer.close()
+        if len(self._outbox):
+            log.warning("outbox not delivered before stop", bus=self.name, messages=len(self._outbox))
+        nc, self._nc, self._js = self._nc, None, None
+        self._ready.clear()
+        if nc is not None and not nc.is_closed:
+            try:
+                await (nc.drain() if nc.is_connected else nc.close())
+            except _TRANSIENT as exc:
+                log.warning("nats drain failed", bus=self.name, error=repr(exc))
+
+    # -- connection
+
+    async def _connect_forever(self) -> None:
+        retrying = AsyncRetrying(
+            wait=wait_exponential_jitter(multiplier=0.2, max=self._max_backoff),
+            retry=retry_if_exception_type(_TRANSIENT),
+            before_sleep=lambda rs: log.debug(
+                "nats connect failed, retrying", bus=self.name, attempt=rs.attempt_number
+            ),
+        )
+        nc: Client = await retrying(self._connect_once)
+        self._nc, self._js = nc, nc.jetstream(timeout=self._publish_timeout)
+        log.info("nats connected", bus=self.name, url=self.url)
+        await self._on_connected()
+
+    async def _connect_once(self) -> Client:
+        """One bounded connection attempt. After it succeeds nats-py reconnects forever by itself."""
+        nc = Client()
+        try:
+            await asyncio.wait_for(
+                nc.connect(
+                    self.url,
+                    name=self.name,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
+                    connect_timeout=self._connect_timeout,  # type: ignore[arg-type]
+                    error_cb=self._on_error,
+                    disconnected_cb=self._on_disconnected,
+                    reconnected_cb=self._on_reconnected,
+                    closed_cb=self._on_disconnected,
+                    drain_timeout=self._drain_timeout,  # type: ignore[arg-type]
+                ),
+                timeout=self._connect_timeout + 0.5,
+            )
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await nc.close()
+            raise
+        return nc
+
+    async def _on_connected(self) -> None:
+        """Apply declared streams and pending subscriptions (retrying while connected, e.g. until
+        JetStream is ready after a server restart), then let the outbox flow."""
+        delay = 0.2
+        while self._nc is not None and self._nc.is_connected:
+            try:
+                await self._set_up()
+            except _TRANSIENT as exc:
+                log.warning("nats set-up after connect failed, retrying", bus=self.name, error=repr(exc))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self._max_backoff)
+                continue
+            self._ready.set()
+            self._wake.set()
+            return
+
+    async def _set_up(self) -> None:
+        for config in list(self._streams.values()):
+            await self._apply_stream(config)
+        for spec in self._subs:
+            if spec.sub is None:
+                await self._subscribe_spec(spec)
+
+    async def _on_error(self, exc: Exception) -> None:
+        log.debug("nats client error", bus=self.name, error=repr(exc))
+
+    async def _on_disconnected(self) -> None:
+        if self._ready.is_set():
+            log.warning("nats disconnected", bus=self.name)
+        self._ready.clear()
+
+    async def _on_reconnected(self) -> None:
+        log.info("nats reconnected", bus=self.name)
+        # Not inline: nats-py awaits this callback inside its reconnect loop.
+        self._tasks.append(asyncio.create_task(self._on_connected(), name=f"bus-{self.name}-reconnected"))
+
+    def _jetstream(self) -> JetStreamContext:
+        if self._js is None:
+            raise BusUnavailable("not connected to NATS")
+        return self._js
+
+    # -- publishing and the outbox
+
+    async def publish(
+        self,
+        subject: str,
+        data: bytes,
+        headers: Mapping[str, str] | None = None,
+        *,
+        jetstream: bool = True,
+        msg_id: str | None = None,
+    ) -> bool:
+        """Publish ``data`` with the current trace context; True if NATS accepted it now (JetStream: stored
+        and acked), False if it went to the outbox (or NATS is disabled).
+
+        Ordering holds per bus: while the outbox is not empty, new messages queue behind it. ``msg_id``
+        (default: a random UUID) is the JetStream de-duplication id. Raises :class:`PublishRejected` when
+        JetStream refuses the message (e.g. no stream takes the subject after set-up).
+        """
+        if not self.enabled:
+            return False
+        hdrs = inject_into_headers(headers)
+        if jetstream:
+            hdrs[MSG_ID_HEADER] = msg_id or hdrs.get(MSG_ID_HEADER) or uuid.uuid4().hex
+        msg = OutboxMessage(subject, data, hdrs, jetstream)
+        if self.connected and not len(self._outbox):
+            try:
+                await self._send(msg)
+            except _TRANSIENT as exc:
+                if _is_rejection(exc):
+                    raise _rejected(exc, subject) from exc  # type: ignore[arg-type]
+                log.warning(
+                    "publish failed, keeping in outbox", bus=self.name, subject=subject, error=repr(exc)
+                )
+            else:
+                PUBLISHED.labels(self.name).inc()
+                return True
+        self._keep(msg)
+        return False
+
+    async def _send(self, msg: OutboxMessage) -> None:
+        nc = self._nc
+        if nc is None or not nc.is_connected:
+            raise nats.errors.ConnectionClosedError
+        if msg.jetstream:
+            ack = await self._jetstream().publish(
+                msg.subject, msg.data, timeout=self._publish_timeout, headers=dict(msg.headers)
+            )
+            if ack.duplicate:
+                log.debug("duplicate publish ignored by jetstream", subject=msg.subject, seq=ack.seq)
+        else:
+            await nc.publish(msg.subject, msg.data, headers=dict(msg.headers))
+
+    def _keep(self, msg: OutboxMessage) -> None:
+        evicted = self._outbox.push(msg)
+        OUTBOXED.labels(self.name).inc()
+        if evicted is not None:
+            DROPPED.labels(self.name, "outbox_full").inc()
+            log.warning(
+                "outbox full, dropped oldest message",
+                bus=self.name,
+                subject=evicted.subject,
+                msg_id=evicted.headers.get(MSG_ID_HEADER),
+                size=self._outbox.maxsize,
+            )
+        OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
+        self._empty.clear()
+        self._wake.set()
+
+    async def _deliver_forever(self) -> None:
+        """Deliver the outbox head first, in order; back off while NATS refuses."""
+        backoff = 0.1
+        while True:
+            await self._wake.wait()
+            msg = self._outbox.peek()
+            if msg is None:
+                self._wake.clear()
+                self._empty.set()
+                continue
+            await self._ready.wait()
+            try:
+                await self._send(msg)
+            except _TRANSIENT as exc:
+                if _is_rejection(exc):
+                    self._drop_rejected(msg, exc)
+                    continue
+                log.debug(
+                    "outbox delivery failed, retrying", bus=self.name, subject=msg.subject, error=repr(exc)
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff)
+                continue
+            backoff = 0.1
+            self._outbox.pop_if(msg)
+            OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
+            PUBLISHED.labels(self.name).inc()
+            DELIVERED.labels(self.name).inc()
+            if not len(self._outbox):
+                log.info("outbox delivered", bus=self.name)
+
+    def _drop_rejected(self, msg: OutboxMessage, exc: BaseException) -> None:
+        self._outbox.pop_if(msg)
+        OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
+        DROPPED.labels(self.name, "rejected").inc()
+        log.error(
+            "jetstream rejected outbox message, dropped", bus=self.name, subject=msg.subject, error=repr(exc)
+        )
+
+    # -- JetStream set-up
+
+    async def ensure_stream(
+        self,
+        name: str,
+        subjects: Iterable[str],
+        max_age_seconds: float = 0,
+        max_msgs: int = -1,
+        max_bytes: int = -1,
+        *,
+        duplicate_window_seconds: float = 120.0,
+    ) -> None:
+        """Declare a file-backed stream; create it or update it to this configuration (idempotent).
+
+        Applied now if connected (API errors raise :class:`BusError`), otherwise on connection; re-applied
+        after every reconnect. ``0``/``-1`` mean unlimited.
+        """
+        config = StreamConfig(
+            name=name,
+            subjects=list(subjects),
+            max_age=max_age_seconds or None,
+            max_msgs=max_msgs,
+            max_bytes=max_bytes,
+            storage=StorageType.FILE,
+            duplicate_window=duplicate_window_seconds,
+        )
+        self._streams[name] = config
+        if self.connected:
+            try:
+                await self._apply_stream(config)
+            except _TRANSIENT as exc:
+                raise BusError(
+                    f"ensure stream {name}: {exc!r}", subject=",".join(config.subjects or [])
+                ) from exc
+
+    async def _apply_stream(self, config: StreamConfig) -> None:
+        js = self._jetstream()
+        try:
+            await js.stream_info(config.name or "")
+        except nats.js.errors.NotFoundError:
+            await js.add_stream(config=config)
+            log.info("stream created", bus=self.name, stream=config.name)
+        else:
+            await js.update_stream(config=config)
+
+    async def pull_consumer(
+        self, stream: str, durable: str, filter_subject: str, *, ack_wait: float = 30.0
+    ) -> PullConsumer:
+        """A durable pull consumer on ``stream`` for ``filter_subject``; created now if connected."""
+        consumer = PullConsumer(self, stream, durable, filter_subject, ack_wait)
+        self._consumers.append(consumer)
+        if self.connected:
+            try:
+                await consumer._subscription()
+            except _TRANSIENT as exc:
+                raise BusError(f"create consumer {durable}: {exc!r}", subject=filter_subject) from exc
+        return consumer
+
+    # -- request/reply and nudges
+
+    async def request(
+        self,
+        subject: str,
+        data: bytes,
+        timeout: float,  # noqa: ASYNC109 -- the contract's signature; also the NATS request expiry
+        headers: Mapping[str, str] | None = None,
+    ) -> bytes:
+        """Core NATS request/reply with the current trace context; returns the reply payload."""
+        nc = self._nc
+        if nc is None or not nc.is_connected:
+            raise BusUnavailable("not connected to NATS", subject=subject)
+        try:
+            reply = await nc.request(subject, data, timeout=timeout, headers=inject_into_headers(headers))
+        except nats.errors.NoRespondersError as exc:
+            raise NoResponders("no responders", subject=subject) from exc
+        except nats.errors.TimeoutError as exc:
+            raise RequestTimeout("no reply in time", subject=subject, timeout=timeout) from exc
+        except _TRANSIENT as exc:
+            raise BusUnavailable(f"request failed: {exc!r}", subject=subject) from exc
+        if reply.headers and ERROR_HEADER in reply.headers:
+            remote = reply.headers[ERROR_HEADER]
+            raise RemoteError(f"responder failed: {remote}", subject=subject, remote=remote)
+        return reply.data
+
+    async def serve(self, subject: str, handler: Handler, queue: str | None = None) -> None:
+        """Answer requests on ``subject`` with ``await handler(data, headers)``.
+
+        The handler runs with the requester's trace context current. If it raises, the requester gets
+        :class:`RemoteError`. Requests of one subscription are handled one at a time; use a ``queue``
+        group to spread them over replicas.
+        """
+
+        async def on_request(msg: Msg) -> None:
+            headers = dict(msg.headers or {})
+            reply_headers: dict[str, str] | None = None
+            token = attach(context_from_headers(headers))
+            try:
+                body = await handler(msg.data, headers)
+            except Exception as exc:
+                log.exception("request handler failed", bus=self.name, subject=subject)
+                body = b""
+                reply_headers = {ERROR_HEADER: " ".join(f"{type(exc).__name__}: {exc}".split())}
+            finally:
+                detach(token)
+            if msg.reply and self._nc is not None:
+                with contextlib.suppress(*_TRANSIENT):
+                    await self._nc.publish(msg.reply, body, headers=reply_headers)
+
+        await self._add_subscription(_SubSpec(subject, on_request, queue or ""))
+
+    async def subscribe(self, subject: str, handler: NudgeHandler) -> None:
+        """Call ``await handler(data, headers)`` for each core NATS message on ``subject`` (nudges:
+        at-most-once, lost while disconnected). Runs with the publisher's trace context current."""
+
+        async def on_message(msg: Msg) -> None:
+            headers = dict(msg.headers or {})
+            token = attach(context_from_headers(headers))
+            try:
+                await handler(msg.data, headers)
+            except Exception:
+                log.exception("message handler failed", bus=self.name, subject=subject)
+            finally:
+                detach(token)
+
+        await self._add_subscription(_SubSpec(subject, on_message))
+
+    async def _add_subscription(self, spec: _SubSpec) -> None:
+        self._subs.append(spec)
+        if self.enabled and self._nc is not None and self._nc.is_connected:
+            await self._subscribe_spec(spec)
+
+    async def _subscribe_spec(self, spec: _SubSpec) -> None:
+        assert self._nc is not None
+        spec.sub = await self._nc.subscribe(spec.subject, queue=spec.queue, cb=spec.callback)

@@ -1,0 +1,65 @@
+"""Process entry point: run a service's main coroutine until it ends or a signal arrives.
+
+    def cli() -> None:
+        settings = load_settings(Settings)
+        configure_logging("claim-controller", settings.log_level, settings.log_format)
+        run(lambda: serve(settings))
+
+SIGINT/SIGTERM cancel the main task, so ``finally`` blocks and ``async with`` exits run (stop informers,
+release the lease, drain NATS, flush spans). Exit codes: 0 when main returns or a signal stopped it; 1 with
+an ``service crashed`` error line (and traceback) when main raised; a second signal during shutdown exits
+at once with 128+signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from typing import NoReturn
+
+from draflow_runtime.log import get_logger
+
+__all__ = ["run", "supervise"]
+
+log = get_logger(__name__)
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+async def supervise(main: Callable[[], Awaitable[None]]) -> int:
+    """Run ``main()`` as a task with signal handlers installed; return the process exit code."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.ensure_future(main())
+    received: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        if received:
+            log.error("second signal, exiting immediately", signal=sig.name)
+            os._exit(128 + sig.value)
+        received.append(sig)
+        log.info("shutting down", signal=sig.name)
+        task.cancel()
+
+    for sig in _SIGNALS:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not received:
+            raise
+    except Exception as exc:
+        log.error("service crashed", error=repr(exc), exc_info=exc)
+        return 1
+    finally:
+        for sig in _SIGNALS:
+            loop.remove_signal_handler(sig)
+    log.info("stopped", signal=received[0].name if received else None)
+    return 0
+
+
+def run(main: Callable[[], Awaitable[None]]) -> NoReturn:
+    """``asyncio.run`` the service and exit the process with :func:`supervise`'s code."""
+    sys.exit(asyncio.run(supervise(main)))

@@ -1,0 +1,48 @@
+"""The allocation core: pure functions and data, no I/O (see :mod:`.allocator` for the contract)."""
+
+from .allocator import Allocator
+from .cel_env import CelCache, CelCompileError, CelRuntimeError
+from .explain import Explanation, RequestExplanation
+from .pools import Pool, SliceIndex, gather_pools
+from .quantity import Quantity, parse_quantity
+from .semver import Version, parse_semver
+from .types import (
+    MAX_RESULTS_PER_CLAIM,
+    AllocatedState,
+    AllocationError,
+    AllocationOutcome,
+    CelSelectorError,
+    DeviceID,
+    Features,
+    InvalidRequestError,
+    PoolUnavailableError,
+    TooManyResultsError,
+    UnknownDeviceClassError,
+)
+
+__all__ = [
+    "MAX_RESULTS_PER_CLAIM",
+    "AllocatedState",
+    "AllocationError",
+    "AllocationOutcome",
+    "Allocator",
+    "CelCache",
+    "CelCompileError",
+    "CelRuntimeError",
+    "CelSelectorError",
+    "DeviceID",
+    "Explanation",
+    "Features",
+    "InvalidRequestError",
+    "Pool",
+    "PoolUnavailableError",
+    "Quantity",
+    "RequestExplanation",
+    "SliceIndex",
+    "TooManyResultsError",
+    "UnknownDeviceClassError",
+    "Version",
+    "gather_pools",
+    "parse_quantity",
+    "parse_semver",
+]

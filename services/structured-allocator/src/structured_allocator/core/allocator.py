@@ -1,0 +1,547 @@
+"""The structured-parameters allocator: choose devices for a pod's claims on one node.
+
+Contract (pure, no I/O)::
+
+    allocator = Allocator(classes, slices, allocated, features=Features.all(), cel_cache=None)
+    outcome = allocator.allocate(node, claims)
+
+* ``classes``: DeviceClass dicts by name; ``slices``: ResourceSlice dicts or a maintained
+  :class:`SliceIndex`; ``allocated``: what existing (and in-flight) claims already use.
+* ``outcome.fits`` with ``outcome.results[i]`` = the ``status.allocation`` for ``claims[i]``
+  (``devices.results``, ``devices.config``, ``nodeSelector`` if restricted, ``allocationTimestamp``
+  if a device has binding conditions); otherwise ``outcome.explanation`` says why, per request.
+  "Does not fit" is a normal result; :class:`AllocationError` (and subclasses) means broken input:
+  unknown class, invalid CEL, a selector failing at runtime, more than 32 results, ``All`` on an
+  incomplete or invalid pool.
+* The allocator never mutates its inputs. An Allocator may be reused for many ``allocate`` calls
+  while the allocated state is unchanged (counter availability is cached per pool).
+* Admin access: the namespace-label check (``resource.kubernetes.io/admin-access``) belongs to the
+  service; pass ``admin_access_allowed=False`` to reject claims that request it.
+
+Search (upstream incubating ``allocateOne``): depth-first with backtracking over claims → requests →
+subrequests (first one that leads to a full solution) → device slots; candidates in pool order
+(driver, pool; binding-condition pools last) → slice name → device order, each slot starting after
+the previous one's device, so a request tries combinations, not permutations. First solution wins.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from fractions import Fraction
+from typing import Any
+
+from .capacity import consumed_capacity, fits_capacity
+from .cel_env import CelCache
+from .constraints import Constraint, build_constraint
+from .pools import Pool, PreparedDevice, PreparedSlice, SliceIndex, gather_pools, node_matches
+from .requests import RequestData, claim_key, validate_request
+from .selection import selectable, taint_blocks
+from .types import (
+    MAX_RESULTS_PER_CLAIM,
+    AllocatedState,
+    AllocationError,
+    AllocationOutcome,
+    DeviceID,
+    Features,
+    InvalidRequestError,
+    PoolUnavailableError,
+    TooManyResultsError,
+)
+
+__all__ = ["Allocator"]
+
+
+class _MaxSizeExceeded(Exception):
+    """Internal: this branch would exceed 32 results for a claim (prunes the search)."""
+
+
+Candidate = tuple[Pool, PreparedSlice, PreparedDevice]
+
+
+class Allocator:
+    """See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        classes: Mapping[str, Mapping[str, Any]],
+        slices: Iterable[Mapping[str, Any]] | SliceIndex,
+        allocated: AllocatedState,
+        features: Features | None = None,
+        cel_cache: CelCache | None = None,
+        *,
+        new_share_id: Callable[[], str] | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        self.classes = classes
+        self.index = slices if isinstance(slices, SliceIndex) else SliceIndex(slices)
+        self.allocated = allocated
+        self.features = features or Features.all()
+        self.cel_cache = cel_cache if cel_cache is not None else CelCache()
+        self.new_share_id = new_share_id or (lambda: str(uuid.uuid4()))
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.stats_allocate_one = 0
+
+    def allocate(
+        self,
+        node: Mapping[str, Any],
+        claims: Sequence[Mapping[str, Any]],
+        *,
+        admin_access_allowed: bool = True,
+    ) -> AllocationOutcome:
+        """Allocate all ``claims`` (unallocated, in order) on ``node``. See the module docstring."""
+        run = _Run(self, node, claims, admin_access_allowed)
+        return run.execute()
+
+    # Counter availability depends only on the allocated state: cached per pool.
+    def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+        key = (pool.driver, pool.pool)
+        cached = self._available_counters.get(key)
+        if cached is None:
+            cached = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            for s in [*pool.slices, *pool.slices_not_targeting]:
+                for d in s.devices:
+                    if not d.consumes or not self.allocated.is_allocated(d.id):
+                        continue
+                    for set_name, counters in d.consumes:
+                        available = cached.get(set_name, {})
+                        for name, value in counters.items():
+                            if name in available:
+                                available[name] -= value
+            self._available_counters[key] = cached
+        return cached
+
+
+class _Run:
+    """State of one ``allocate`` call (upstream's ``allocator`` struct)."""
+
+    def __init__(
+        self,
+        parent: Allocator,
+        node: Mapping[str, Any],
+        claims: Sequence[Mapping[str, Any]],
+        admin_access_allowed: bool,
+    ) -> None:
+        self.a = parent
+        self.features = parent.features
+        self.node = node
+        self.node_name: str = (node.get("metadata") or {}).get("name", "")
+        self.claims = claims
+        self.admin_access_allowed = admin_access_allowed
+        self.pools: list[Pool] = []
+        self.candidates: list[Candidate] = []
+        # requests[claim][request] = [RequestData] (one) or one per subrequest
+        self.requests: list[list[list[RequestData]]] = []
+        self.selected_sub: dict[tuple[int, int], int] = {}
+        self.constraints: list[list[Constraint]] = []
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_shares: dict[DeviceID, int] = {}
+        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.results: list[list[dict[str, Any]]] = [[] for _ in claims]
+        self.result_devices: list[list[tuple[PreparedSlice, PreparedDevice]]] = [[] for _ in claims]
+
+    # -- setup -------------------------------------------------------------------------------------
+    def execute(self) -> AllocationOutcome:
+        self.pools = gather_pools(self.a.index, self.node, self.features)
+        self.candidates = [
+            (p, s, d)
+            for p in self.pools
+            if not (p.incomplete or p.invalid)
+            for s in p.slices
+            for d in s.devices
+        ]
+        for ci, claim in enumerate(self.claims):
+            self._validate_claim(ci, claim)
+        try:
+            done = self._allocate_one(0, 0, -1, 0, False, 0)
+        except _MaxSizeExceeded:
+            done = False
+        if not done:
+            from .explain import explain  # local import: explain depends on this module's helpers
+
+            return AllocationOutcome(fits=False, explanation=explain(self))
+        return AllocationOutcome(fits=True, results=[self._allocation(ci) for ci in range(len(self.claims))])
+
+    def _validate_claim(self, ci: int, claim: Mapping[str, Any]) -> None:
+        key = claim_key(claim)
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        per_claim: list[list[RequestData]] = []
+        min_devices = 0
+        for ri, request in enumerate(devices.get("requests") or []):
+            name = request.get("name", "")
+            subs = request.get("firstAvailable") or []
+            if subs and not self.features.prioritized_list:
+                raise InvalidRequestError(
+                    f'claim "{key}", request "{name}": has subrequests, but the DRAPrioritizedList '
+                    "feature is disabled",
+                    claim=key,
+                    request=name,
+                )
+            specs = (
+                [(si, sub) for si, sub in enumerate(subs)] if subs else [(-1, request.get("exactly") or {})]
+            )
+            datas = []
+            for si, spec in specs:
+                rd = validate_request(
+                    claim=key,
+                    claim_index=ci,
+                    request_index=ri,
+                    sub_index=si,
+                    base_name=name,
+                    spec=spec,
+                    classes=self.a.classes,
+                    cache=self.a.cel_cache,
+                    features=self.features,
+                )
+                if rd.admin_access and not self.admin_access_allowed:
+                    raise InvalidRequestError(
+                        f'claim "{key}", request "{rd.name}": admin access is requested, but the namespace '
+                        "is not labeled resource.kubernetes.io/admin-access=true",
+                        claim=key,
+                        request=rd.name,
+                    )
+                if rd.all_mode:
+                    self._collect_all(rd, key)
+                datas.append(rd)
+            min_devices += min(d.num_devices for d in datas)
+            per_claim.append(datas)
+        if min_devices > MAX_RESULTS_PER_CLAIM:
+            raise TooManyResultsError(
+                f'claim "{key}": number of requested devices {min_devices} exceeds the claim limit of '
+                f"{MAX_RESULTS_PER_CLAIM}",
+                claim=key,
+            )
+        self.requests.append(per_claim)
+        constraints = []
+        for i, spec in enumerate(devices.get("constraints") or []):
+            c = build_constraint(spec)
+            if c is None:
+                raise InvalidRequestError(
+                    f'claim "{key}", constraint #{i}: empty constraint (unsupported constraint type?)',
+                    claim=key,
+                )
+            constraints.append(c)
+        self.constraints.append(constraints)
+
+    def _collect_all(self, rd: RequestData, key: str) -> None:
+        for pool in self.pools:
+            if pool.incomplete or pool.invalid:
+                state = "currently being updated" if pool.incomplete else "currently invalid"
+                raise PoolUnavailableError(
+                    f'claim "{key}", request "{rd.name}": asks for all devices, but resource pool '
+                    f"{pool.id} is {state}",
+                    claim=key,
+                    request=rd.name,
+                    pool=pool.id,
+                )
+            for s in pool.slices:
+                for d in s.devices:
+                    if self.selectable(rd, s, d) and self.capacity_ok(rd, d) is True:
+                        rd.all_devices.append((pool, s, d))
+
+    # -- per-device checks -------------------------------------------------------------------------
+    def claim_name(self, ci: int) -> str:
+        return claim_key(self.claims[ci])
+
+    def selectable(self, rd: RequestData, s: PreparedSlice, d: PreparedDevice) -> bool:
+        if not self.features.device_binding_and_status and d.binding_conditions:
+            return False
+        if not selectable(rd, d, self.claim_name(rd.claim_index)):
+            return False
+        return not s.per_device or node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
+
+    def capacity_ok(self, rd: RequestData, d: PreparedDevice) -> bool | None:
+        if not self.features.consumable_capacity:
+            return True
+        return fits_capacity(
+            rd.capacity, d, self.a.allocated.capacity.get(d.id), self.allocating_capacity.get(d.id)
+        )
+
+    def in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated.devices or bool(self.allocating.get(did))
+
+    def _capacity_in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated.capacity or self.allocating_shares.get(did, 0) > 0
+
+    def counters_ok(self, pool: Pool, d: PreparedDevice, *, commit: bool) -> bool:
+        available = self.a.available_counters(pool)
+        consumed = self.consumed_counters.setdefault((pool.driver, pool.pool), {})
+        self._add_counters(consumed, d, 1)
+        ok = all(
+            value >= consumed.get(set_name, {}).get(name, 0)
+            for set_name, counters in available.items()
+            for name, value in counters.items()
+        )
+        if not ok or not commit:
+            self._add_counters(consumed, d, -1)
+        return ok
+
+    @staticmethod
+    def _add_counters(consumed: dict[str, dict[str, Fraction]], d: PreparedDevice, sign: int) -> None:
+        for set_name, counters in d.consumes:
+            target = consumed.setdefault(set_name, {})
+            for name, value in counters.items():
+                target[name] = target.get(name, Fraction(0)) + sign * value
+
+    # -- search --------------------------------------------------------------------------------------
+    def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
+        self.a.stats_allocate_one += 1
+        if ci >= len(self.claims):
+            return True
+        if ri >= len(self.requests[ci]):
+            try:
+                return self._allocate_one(ci + 1, 0, -1, 0, False, 0)
+            except _MaxSizeExceeded:
+                return False
+        datas = self.requests[ci][ri]
+        if not in_sub and datas[0].sub_index >= 0:
+            all_exceeded = True
+            for sub in range(len(datas)):
+                try:
+                    ok = self._allocate_one(ci, ri, sub, 0, True, 0)
+                except _MaxSizeExceeded:
+                    continue
+                all_exceeded = False
+                if ok:
+                    self.selected_sub[(ci, ri)] = sub
+                    return True
+            if all_exceeded:
+                raise _MaxSizeExceeded
+            return False
+        rd = datas[si] if si >= 0 else datas[0]
+        if rd.all_mode and not rd.all_devices:
+            return False
+        if di >= rd.num_devices:
+            return self._allocate_one(ci, ri + 1, -1, 0, False, 0)
+        if len(self.results[ci]) + rd.num_devices - di > MAX_RESULTS_PER_CLAIM:
+            raise _MaxSizeExceeded
+        if rd.all_mode:
+            pool, s, d = rd.all_devices[di]
+            undo = self._allocate_device(rd, pool, s, d, must=True)
+            if undo is None:
+                return False
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, 0)
+            except BaseException:
+                undo()
+                raise
+            if not done:
+                undo()
+            return done
+        for index in range(start, len(self.candidates)):
+            pool, s, d = self.candidates[index]
+            if rd.admin_access:
+                if ci in self.allocating.get(d.id, ()):
+                    continue
+            elif self.in_use(d.id):
+                continue
+            if not self.selectable(rd, s, d):
+                continue
+            if self.capacity_ok(rd, d) is not True:
+                continue
+            undo = self._allocate_device(rd, pool, s, d, must=False)
+            if undo is None:
+                continue
+            try:
+                done = self._allocate_one(ci, ri, si, di + 1, in_sub, index + 1)
+            except BaseException:
+                undo()
+                raise
+            if done:
+                return True
+            undo()
+        return False
+
+    def _allocate_device(
+        self, rd: RequestData, pool: Pool, s: PreparedSlice, d: PreparedDevice, *, must: bool
+    ) -> Callable[[], None] | None:
+        ci = rd.claim_index
+        multi = self.features.consumable_capacity and d.allow_multi
+        if not multi and rd.admin_access and ci in self.allocating.get(d.id, ()):
+            return None
+        if not rd.admin_access and self.in_use(d.id):
+            return None
+        if not self.features.partitionable_devices and d.consumes:
+            return None
+        counters_taken = False
+        if d.consumes and not (multi and self._capacity_in_use(d.id)):
+            if not self.counters_ok(pool, d, commit=True):
+                return None
+            counters_taken = True
+        pool_key = (pool.driver, pool.pool)
+
+        def release_counters() -> None:
+            if counters_taken:
+                self._add_counters(self.consumed_counters[pool_key], d, -1)
+
+        if self.features.device_taints and taint_blocks(d, rd.tolerations):
+            release_counters()
+            return None
+        constraints = self.constraints[ci]
+        for i, c in enumerate(constraints):
+            if not c.add(rd.base_name, rd.sub_name, d):
+                if must:
+                    release_counters()
+                    raise AllocationError(
+                        f'claim "{self.claim_name(ci)}", request "{rd.name}": cannot add device {d.id} '
+                        "because a claim constraint would not be satisfied",
+                        claim=self.claim_name(ci),
+                        request=rd.name,
+                    )
+                for prev in constraints[:i]:
+                    prev.remove(rd.base_name, rd.sub_name, d)
+                release_counters()
+                return None
+        if not multi:
+            self.allocating.setdefault(d.id, set()).add(ci)
+        result: dict[str, Any] = {
+            "request": rd.name,
+            "driver": d.id.driver,
+            "pool": d.id.pool,
+            "device": d.id.device,
+        }
+        if rd.admin_access:
+            result["adminAccess"] = True
+        if rd.tolerations:
+            result["tolerations"] = [dict(t) for t in rd.tolerations]
+        if self.features.device_binding_and_status:
+            if d.binding_conditions:
+                result["bindingConditions"] = list(d.binding_conditions)
+            if d.binding_failure_conditions:
+                result["bindingFailureConditions"] = list(d.binding_failure_conditions)
+        consumed: dict[str, Fraction] | None = None
+        if multi:
+            quantities = consumed_capacity(rd.capacity, d)
+            consumed = {k: q.value for k, q in quantities.items()}
+            result["shareID"] = self.a.new_share_id()
+            if quantities:
+                result["consumedCapacity"] = {k: q.canonical() for k, q in quantities.items()}
+            target = self.allocating_capacity.setdefault(d.id, {})
+            for k, v in consumed.items():
+                target[k] = target.get(k, Fraction(0)) + v
+            self.allocating_shares[d.id] = self.allocating_shares.get(d.id, 0) + 1
+        self.results[ci].append(result)
+        self.result_devices[ci].append((s, d))
+
+        def undo() -> None:
+            self.results[ci].pop()
+            self.result_devices[ci].pop()
+            for c in constraints:
+                c.remove(rd.base_name, rd.sub_name, d)
+            if multi:
+                target = self.allocating_capacity[d.id]
+                for k, v in (consumed or {}).items():
+                    target[k] -= v
+                self.allocating_shares[d.id] -= 1
+                if not self.allocating_shares[d.id]:
+                    del self.allocating_shares[d.id]
+                    del self.allocating_capacity[d.id]
+            else:
+                self.allocating[d.id].discard(ci)
+            release_counters()
+
+        return undo
+
+    # -- results -------------------------------------------------------------------------------------
+    def _allocation(self, ci: int) -> dict[str, Any]:
+        claim = self.claims[ci]
+        devices: dict[str, Any] = {"results": self.results[ci]}
+        config = self._config(ci, claim)
+        if config:
+            devices["config"] = config
+        allocation: dict[str, Any] = {"devices": devices}
+        selector = self._node_selector(ci)
+        if selector is not None:
+            allocation["nodeSelector"] = selector
+        if any("bindingConditions" in r for r in self.results[ci]):
+            allocation["allocationTimestamp"] = self.a.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return allocation
+
+    def _chosen(self, ci: int) -> list[RequestData]:
+        out = []
+        for ri, datas in enumerate(self.requests[ci]):
+            out.append(datas[self.selected_sub.get((ci, ri), 0)] if datas[0].sub_index >= 0 else datas[0])
+        return out
+
+    def _config(self, ci: int, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+        chosen = self._chosen(ci)
+        config: list[dict[str, Any]] = []
+        class_ranges: dict[str, tuple[int, int]] = {}
+        for rd in chosen:
+            rng = class_ranges.get(rd.class_name)
+            if rng is not None:
+                for i in range(*rng):
+                    config[i]["requests"].append(rd.name)
+                continue
+            start = len(config)
+            for entry in (rd.device_class.get("spec") or {}).get("config") or []:
+                config.append({"source": "FromClass", "requests": [rd.name], **_device_config(entry)})
+            class_ranges[rd.class_name] = (start, len(config))
+        for entry in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
+            requests = list(entry.get("requests") or [])
+            if not requests or any(rd.base_name in requests or rd.name in requests for rd in chosen):
+                item: dict[str, Any] = {"source": "FromClaim"}
+                if requests:
+                    item["requests"] = requests
+                item.update(_device_config(entry))
+                config.append(item)
+        for item in config:
+            requests = item.get("requests")
+            if requests and all(rd.base_name in requests or rd.name in requests for rd in chosen):
+                del item["requests"]
+        return config
+
+    def _node_selector(self, ci: int) -> dict[str, Any] | None:
+        fields_: list[dict[str, Any]] = []
+        exprs: list[dict[str, Any]] = []
+        for s, d in self.result_devices[ci]:
+            node_name, selector = (
+                (d.node_name, d.node_selector) if s.per_device else (s.node_name, s.node_selector)
+            )
+            if node_name or d.binds_to_node:
+                return {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [self.node_name]}
+                            ]
+                        }
+                    ]
+                }
+            if selector is not None:
+                terms = selector.get("nodeSelectorTerms") or []
+                if len(terms) > 1:
+                    raise AllocationError(
+                        f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms",
+                        claim=self.claim_name(ci),
+                    )
+                if terms:
+                    _merge(terms[0].get("matchFields") or [], fields_)
+                    _merge(terms[0].get("matchExpressions") or [], exprs)
+        if not fields_ and not exprs:
+            return None
+        term: dict[str, Any] = {}
+        if exprs:
+            term["matchExpressions"] = exprs
+        if fields_:
+            term["matchFields"] = fields_
+        return {"nodeSelectorTerms": [term]}
+
+
+def _device_config(entry: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in ("requests", "source")}
+
+
+def _merge(src: list[Mapping[str, Any]], dst: list[dict[str, Any]]) -> None:
+    for req in src:
+        values = set(req.get("values") or [])
+        if not any(
+            e.get("key") == req.get("key")
+            and e.get("operator") == req.get("operator")
+            and set(e.get("values") or []) == values
+            for e in dst
+        ):
+            dst.append(dict(req))

@@ -1,0 +1,403 @@
+"""ResourceSlices → resource pools for one node, and the node-independent :class:`SliceIndex`.
+
+:class:`SliceIndex` is kept incrementally by the service (``upsert``/``remove`` per slice event). It
+groups slices by ``spec.nodeName`` (node-local) versus everything else (shared), and by pool, so
+gathering the pools of one node touches that node's slices plus the shared ones, never all slices.
+Each slice is parsed once into a :class:`PreparedSlice`; its devices carry the memo of CEL selector
+results, which therefore lives exactly as long as that version of the slice.
+
+:func:`gather_pools` follows upstream ``GatherPools`` (incubating): relevant slices (nodeName /
+nodeSelector / allNodes match, perDeviceNodeSelection with at least one matching device), newest
+generation per pool, completeness against ``resourceSliceCount`` (an incomplete pool is re-checked
+against all slices of the pool: dropped if a newer generation exists, else marked incomplete),
+invalid pools (duplicate device names, duplicate counter sets, counter references that do not
+resolve), slices sorted by name, pools sorted by (driver, pool) with pools that have binding
+conditions last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from .cel_env import device_input
+from .quantity import Quantity, parse_quantity
+from .types import DeviceID, Features, InvalidRequestError
+
+__all__ = [
+    "CapacityInfo",
+    "Pool",
+    "PreparedDevice",
+    "PreparedSlice",
+    "SliceIndex",
+    "gather_pools",
+    "node_matches",
+    "node_selector_matches",
+]
+
+
+# -- node selection ---------------------------------------------------------------------------------
+
+
+def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
+    op = req.get("operator")
+    values = req.get("values") or []
+    if op == "In":
+        return value is not None and value in values
+    if op == "NotIn":
+        return value is None or value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt"):
+        if value is None or len(values) != 1:
+            return False
+        try:
+            have, want = int(value), int(values[0])
+        except ValueError:
+            return False
+        return have > want if op == "Gt" else have < want
+    raise ValueError(f"unsupported node selector operator {op!r}")
+
+
+def node_selector_matches(node: Mapping[str, Any], selector: Mapping[str, Any]) -> bool:
+    """``v1.NodeSelector`` semantics: terms are ORed, requirements within a term ANDed,
+    a term without requirements matches nothing."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    for term in selector.get("nodeSelectorTerms") or []:
+        exprs = term.get("matchExpressions") or []
+        fields_ = term.get("matchFields") or []
+        if not exprs and not fields_:
+            continue
+        ok = all(_requirement_matches(r, labels.get(r.get("key", ""))) for r in exprs)
+        if ok:
+            for r in fields_:
+                if r.get("key") != "metadata.name":
+                    raise ValueError(f"unsupported node selector field {r.get('key')!r}")
+                if not _requirement_matches(r, meta.get("name")):
+                    ok = False
+                    break
+        if ok:
+            return True
+    return False
+
+
+def node_matches(
+    node: Mapping[str, Any], node_name: str | None, all_nodes: bool, node_selector: Mapping[str, Any] | None
+) -> bool:
+    if node_name:
+        return (node.get("metadata") or {}).get("name") == node_name
+    if all_nodes:
+        return True
+    if node_selector is not None:
+        try:
+            return node_selector_matches(node, node_selector)
+        except ValueError as exc:
+            raise InvalidRequestError(f"failed to perform node selection: {exc}") from exc
+    return False
+
+
+# -- prepared slices ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CapacityInfo:
+    value: Quantity
+    default: Quantity | None = None
+    valid_values: tuple[Quantity, ...] = ()
+    range_min: Quantity | None = None
+    range_max: Quantity | None = None
+    range_step: Quantity | None = None
+    has_range: bool = False
+
+
+def _capacity_info(cap: Mapping[str, Any]) -> CapacityInfo:
+    policy = cap.get("requestPolicy") or {}
+    rng = policy.get("validRange")
+
+    def q(v: str | None) -> Quantity | None:
+        return parse_quantity(v) if v is not None else None
+
+    return CapacityInfo(
+        value=parse_quantity(cap["value"]),
+        default=q(policy.get("default")),
+        valid_values=tuple(parse_quantity(v) for v in policy.get("validValues") or []),
+        range_min=q(rng.get("min")) if rng else None,
+        range_max=q(rng.get("max")) if rng else None,
+        range_step=q(rng.get("step")) if rng else None,
+        has_range=rng is not None,
+    )
+
+
+class PreparedDevice:
+    """One device of one slice version, parsed once; ``matches`` memoises selector results."""
+
+    __slots__ = (
+        "_cel",
+        "all_nodes",
+        "allow_multi",
+        "attributes",
+        "binding_conditions",
+        "binding_failure_conditions",
+        "binds_to_node",
+        "capacity",
+        "consumes",
+        "has_policy",
+        "id",
+        "matches",
+        "name",
+        "node_name",
+        "node_selector",
+        "raw",
+        "taints",
+    )
+
+    def __init__(self, driver: str, pool: str, raw: Mapping[str, Any]) -> None:
+        self.raw = raw
+        self.name: str = raw["name"]
+        self.id = DeviceID(driver, pool, self.name)
+        self.attributes: Mapping[str, Any] = raw.get("attributes") or {}
+        self.capacity: dict[str, CapacityInfo] = {
+            k: _capacity_info(v) for k, v in (raw.get("capacity") or {}).items()
+        }
+        self.consumes: list[tuple[str, dict[str, Fraction]]] = [
+            (
+                c["counterSet"],
+                {n: parse_quantity(v["value"]).value for n, v in (c.get("counters") or {}).items()},
+            )
+            for c in raw.get("consumesCounters") or []
+        ]
+        self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
+        self.allow_multi: bool = bool(raw.get("allowMultipleAllocations", False))
+        self.binding_conditions: list[str] = list(raw.get("bindingConditions") or [])
+        self.binding_failure_conditions: list[str] = list(raw.get("bindingFailureConditions") or [])
+        self.binds_to_node: bool = bool(raw.get("bindsToNode", False))
+        self.node_name: str | None = raw.get("nodeName")
+        self.node_selector: Mapping[str, Any] | None = raw.get("nodeSelector")
+        self.all_nodes: bool = bool(raw.get("allNodes", False))
+        self.has_policy = any(c.default or c.valid_values or c.has_range for c in self.capacity.values())
+        self.matches: dict[str, bool] = {}
+        self._cel: dict[str, Any] | Exception | None = None
+
+    def cel_input(self) -> dict[str, Any]:
+        """The CEL ``device`` value (built once). Raises ValueError for malformed attributes."""
+        if self._cel is None:
+            try:
+                self._cel = device_input(self.id.driver, self.raw)
+            except ValueError as exc:
+                self._cel = exc
+        if isinstance(self._cel, Exception):
+            raise self._cel
+        return self._cel
+
+
+class PreparedSlice:
+    """One ResourceSlice version, parsed once."""
+
+    def __init__(self, raw: Mapping[str, Any]) -> None:
+        meta = raw.get("metadata") or {}
+        spec = raw.get("spec") or {}
+        pool = spec.get("pool") or {}
+        self.raw = raw
+        self.name: str = meta.get("name", "")
+        self.resource_version: str | None = meta.get("resourceVersion")
+        self.driver: str = spec.get("driver", "")
+        self.pool: str = pool.get("name", "")
+        self.generation: int = int(pool.get("generation", 0))
+        self.slice_count: int = int(pool.get("resourceSliceCount", 1))
+        self.node_name: str | None = spec.get("nodeName") or None
+        self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
+        self.all_nodes: bool = bool(spec.get("allNodes", False))
+        self.per_device: bool = bool(spec.get("perDeviceNodeSelection", False))
+        self.shared_counters: list[tuple[str, dict[str, Fraction]]] = [
+            (cs["name"], {n: parse_quantity(v["value"]).value for n, v in (cs.get("counters") or {}).items()})
+            for cs in spec.get("sharedCounters") or []
+        ]
+        self.devices = [PreparedDevice(self.driver, self.pool, d) for d in spec.get("devices") or []]
+
+    @property
+    def pool_id(self) -> tuple[str, str]:
+        return (self.driver, self.pool)
+
+
+class SliceIndex:
+    """All ResourceSlices, indexed per node, shared, and per pool. Updated incrementally.
+
+    ``upsert`` with an unchanged ``metadata.resourceVersion`` keeps the prepared slice (and its
+    selector memo); any change replaces it, which drops the memo for that slice only.
+    """
+
+    def __init__(self, slices: Iterable[Mapping[str, Any]] = ()) -> None:
+        self._by_name: dict[str, PreparedSlice] = {}
+        self._on_node: dict[str, dict[str, PreparedSlice]] = {}
+        self._shared: dict[str, PreparedSlice] = {}
+        self._by_pool: dict[tuple[str, str], dict[str, PreparedSlice]] = {}
+        for s in slices:
+            self.upsert(s)
+
+    def upsert(self, raw: Mapping[str, Any]) -> PreparedSlice:
+        name = (raw.get("metadata") or {}).get("name", "")
+        old = self._by_name.get(name)
+        rv = (raw.get("metadata") or {}).get("resourceVersion")
+        if old is not None and (old.raw is raw or (rv is not None and rv == old.resource_version)):
+            return old
+        if old is not None:
+            self.remove(name)
+        prepared = PreparedSlice(raw)
+        self._by_name[name] = prepared
+        if prepared.node_name:
+            self._on_node.setdefault(prepared.node_name, {})[name] = prepared
+        else:
+            self._shared[name] = prepared
+        self._by_pool.setdefault(prepared.pool_id, {})[name] = prepared
+        return prepared
+
+    add = upsert
+    update = upsert
+
+    def remove(self, name: str) -> None:
+        old = self._by_name.pop(name, None)
+        if old is None:
+            return
+        if old.node_name:
+            per_node = self._on_node.get(old.node_name, {})
+            per_node.pop(name, None)
+            if not per_node:
+                self._on_node.pop(old.node_name, None)
+        else:
+            self._shared.pop(name, None)
+        per_pool = self._by_pool.get(old.pool_id, {})
+        per_pool.pop(name, None)
+        if not per_pool:
+            self._by_pool.pop(old.pool_id, None)
+
+    def slices_for_node(self, node_name: str) -> list[PreparedSlice]:
+        return [*self._on_node.get(node_name, {}).values(), *self._shared.values()]
+
+    def pool_slices(self, pool_id: tuple[str, str]) -> list[PreparedSlice]:
+        return list(self._by_pool.get(pool_id, {}).values())
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self._by_name.values())
+
+
+# -- pools ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pool:
+    driver: str
+    pool: str
+    incomplete: bool = False
+    invalid: bool = False
+    invalid_reason: str = ""
+    slices: list[PreparedSlice] = field(default_factory=list)  # device slices targeting the node
+    slices_not_targeting: list[PreparedSlice] = field(default_factory=list)
+    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.driver}/{self.pool}"
+
+    def has_binding_conditions(self) -> bool:
+        return any(d.binding_conditions for s in self.slices for d in s.devices)
+
+
+def _slice_relevant(s: PreparedSlice, node: Mapping[str, Any]) -> bool | None:
+    if s.node_name or s.all_nodes or s.node_selector is not None:
+        return node_matches(node, s.node_name, s.all_nodes, s.node_selector)
+    if s.per_device:
+        return any(node_matches(node, d.node_name, d.all_nodes, d.node_selector) for d in s.devices)
+    return None  # unknown future node selection: skip
+
+
+def gather_pools(index: SliceIndex, node: Mapping[str, Any], features: Features) -> list[Pool]:
+    """The pools whose devices are accessible from ``node``, in allocation order (see module doc)."""
+    node_name = (node.get("metadata") or {}).get("name", "")
+    by_pool: dict[tuple[str, str], list[PreparedSlice]] = {}
+    for s in index.slices_for_node(node_name):
+        if not features.partitionable_devices and (s.per_device or s.shared_counters):
+            continue
+        if not _slice_relevant(s, node):
+            continue
+        current = by_pool.get(s.pool_id)
+        if current is None or s.generation > current[0].generation:
+            by_pool[s.pool_id] = [s]
+        elif s.generation == current[0].generation:
+            current.append(s)
+    pools: list[Pool] = []
+    late: list[Pool] = []
+    for pool_id, slices in by_pool.items():
+        expected = slices[0].slice_count
+        all_slices: list[PreparedSlice] | None = None
+        if len(slices) != expected:
+            generation = slices[0].generation
+            others = index.pool_slices(pool_id)
+            if any(o.generation > generation for o in others):
+                continue  # obsolete: the driver is replacing this generation
+            all_slices = [o for o in others if o.generation == generation]
+            if len(all_slices) != expected:
+                pools.append(Pool(pool_id[0], pool_id[1], incomplete=True))
+                continue
+        pool = _build_pool(pool_id, slices, features, all_slices)
+        (late if pool.has_binding_conditions() else pools).append(pool)
+    pools.sort(key=lambda p: (p.driver, p.pool))
+    late.sort(key=lambda p: (p.driver, p.pool))
+    return pools + late
+
+
+def _build_pool(
+    pool_id: tuple[str, str],
+    slices: list[PreparedSlice],
+    features: Features,
+    all_slices: list[PreparedSlice] | None,
+) -> Pool:
+    slices = sorted(slices, key=lambda s: s.name)
+    device_slices: list[PreparedSlice] = []
+    counter_slices: list[PreparedSlice] = []
+    for s in slices:
+        (counter_slices if features.partitionable_devices and s.shared_counters else device_slices).append(s)
+    not_targeting: list[PreparedSlice] = []
+    if all_slices is not None and len(all_slices) > len(slices):
+        names = {s.name for s in slices}
+        for s in all_slices:
+            if s.name in names:
+                continue
+            (
+                counter_slices if features.partitionable_devices and s.shared_counters else not_targeting
+            ).append(s)
+    pool = Pool(pool_id[0], pool_id[1], slices=device_slices, slices_not_targeting=not_targeting)
+    seen: set[str] = set()
+    for s in device_slices:
+        for d in s.devices:
+            if d.name in seen:
+                return _invalid(pool_id, f"duplicate device name {d.name}")
+            seen.add(d.name)
+    if not features.partitionable_devices:
+        return pool
+    for s in counter_slices:
+        for name, counters in s.shared_counters:
+            if name in pool.counter_sets:
+                return _invalid(pool_id, f"duplicate counter set name {name}")
+            pool.counter_sets[name] = counters
+    for s in [*device_slices, *not_targeting]:
+        for d in s.devices:
+            for set_name, counters in d.consumes:
+                cs = pool.counter_sets.get(set_name)
+                if cs is None:
+                    return _invalid(pool_id, f"counter set {set_name} not found")
+                for counter in counters:
+                    if counter not in cs:
+                        return _invalid(pool_id, f"counter {counter} not found in counter set {set_name}")
+    return pool
+
+
+def _invalid(pool_id: tuple[str, str], reason: str) -> Pool:
+    return Pool(pool_id[0], pool_id[1], invalid=True, invalid_reason=reason)

@@ -1,0 +1,174 @@
+"""Inputs and results of the allocation core: features, device IDs, the allocated state, outcomes, errors.
+
+Error tree (all carry ``claim`` and, where known, ``request``)::
+
+    AllocationError                  broken input: the claim can never be allocated as written
+    ├── UnknownDeviceClassError      request names a DeviceClass that does not exist
+    ├── CelSelectorError             a selector does not compile or fails at runtime
+    ├── InvalidRequestError          unsupported/disabled feature, empty selector, bad count...
+    ├── TooManyResultsError          more than 32 results for one claim
+    └── PoolUnavailableError         allocationMode All on an incomplete or invalid pool
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, fields
+from fractions import Fraction
+from typing import Any, NamedTuple
+
+from .quantity import parse_quantity
+
+__all__ = [
+    "MAX_RESULTS_PER_CLAIM",
+    "AllocatedState",
+    "AllocationError",
+    "AllocationOutcome",
+    "CelSelectorError",
+    "DeviceID",
+    "Features",
+    "InvalidRequestError",
+    "PoolUnavailableError",
+    "TooManyResultsError",
+    "UnknownDeviceClassError",
+]
+
+MAX_RESULTS_PER_CLAIM = 32
+
+
+class DeviceID(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+@dataclass(frozen=True)
+class Features:
+    """DRA feature gates relevant to allocation (all on = the v1.37 incubating allocator)."""
+
+    admin_access: bool = True
+    prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    device_binding_and_status: bool = True
+    consumable_capacity: bool = True
+
+    @classmethod
+    def all(cls) -> Features:
+        return cls()
+
+    @classmethod
+    def none(cls) -> Features:
+        return cls(**{f.name: False for f in fields(cls)})
+
+
+@dataclass
+class AllocatedState:
+    """What existing allocations already use.
+
+    * ``devices``: exclusively allocated devices (admin-access results do not count, as upstream);
+    * ``shared``: (device, shareID) of allocations of multi-allocatable devices;
+    * ``capacity``: consumed capacity per shared device, summed over its allocations (exact values).
+
+    Build it with :meth:`from_claims` from claims' ``status.allocation`` and add in-flight allocations
+    with :meth:`add_allocation`; :meth:`copy` before mutating a shared instance.
+    """
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared: set[tuple[DeviceID, str]] = field(default_factory=set)
+    capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+
+    @classmethod
+    def from_claims(cls, claims: Iterable[Mapping[str, Any]]) -> AllocatedState:
+        state = cls()
+        for claim in claims:
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                state.add_allocation(allocation)
+        return state
+
+    def add_allocation(self, allocation: Mapping[str, Any]) -> None:
+        """Record one ``status.allocation`` (idempotent for exclusive devices and share IDs)."""
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            did = DeviceID(result["driver"], result["pool"], result["device"])
+            share_id = result.get("shareID")
+            if share_id:
+                key = (did, share_id)
+                if key in self.shared:
+                    continue
+                self.shared.add(key)
+                consumed = self.capacity.setdefault(did, {})
+                for name, value in (result.get("consumedCapacity") or {}).items():
+                    consumed[name] = consumed.get(name, Fraction(0)) + parse_quantity(value).value
+            elif not result.get("adminAccess"):
+                self.devices.add(did)
+
+    def copy(self) -> AllocatedState:
+        return AllocatedState(
+            set(self.devices), set(self.shared), {k: dict(v) for k, v in self.capacity.items()}
+        )
+
+    def is_allocated(self, did: DeviceID) -> bool:
+        """In use in any way (exclusively or shared) — what counter accounting looks at."""
+        return did in self.devices or did in self.capacity or any(d == did for d, _ in self.shared)
+
+
+@dataclass
+class AllocationOutcome:
+    """Result of :meth:`Allocator.allocate`: ``results`` holds one ``status.allocation`` per claim
+    when ``fits``; otherwise ``explanation`` says why not."""
+
+    fits: bool
+    results: list[dict[str, Any]] = field(default_factory=list)
+    explanation: Any = None  # explain.Explanation when not fits
+
+
+class AllocationError(Exception):
+    """Broken input (not "does not fit"): names the claim and, where known, the request."""
+
+    def __init__(self, message: str, *, claim: str = "", request: str = "") -> None:
+        super().__init__(message)
+        self.claim = claim
+        self.request = request
+
+
+class UnknownDeviceClassError(AllocationError):
+    def __init__(self, message: str, *, claim: str, request: str, device_class: str) -> None:
+        super().__init__(message, claim=claim, request=request)
+        self.device_class = device_class
+
+
+class CelSelectorError(AllocationError):
+    def __init__(
+        self,
+        message: str,
+        *,
+        claim: str,
+        request: str,
+        expression: str,
+        device_class: str = "",
+        device: str = "",
+        runtime: bool = False,
+    ) -> None:
+        super().__init__(message, claim=claim, request=request)
+        self.expression = expression
+        self.device_class = device_class
+        self.device = device
+        self.runtime = runtime
+
+
+class InvalidRequestError(AllocationError):
+    pass
+
+
+class TooManyResultsError(AllocationError):
+    pass
+
+
+class PoolUnavailableError(AllocationError):
+    def __init__(self, message: str, *, claim: str, request: str, pool: str) -> None:
+        super().__init__(message, claim=claim, request=request)
+        self.pool = pool
