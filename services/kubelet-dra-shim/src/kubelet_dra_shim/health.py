@@ -1,0 +1,133 @@
+"""Device health from the drivers' ``v1alpha1.DRAResourceHealth/NodeWatchResources`` streams.
+
+For every registered plugin that advertised the health service, one task keeps the stream open
+(reconnecting every 5 s while the plugin stays registered). Each message is the full list of the
+driver's devices; devices whose status changed are reported through ``on_change(node, driver)`` so the
+pods using them get their ``allocatedResourcesStatus`` rewritten. A device not reported for its
+``health_check_timeout_seconds`` (default 30 s) is Unknown; when a stream ends the driver's entries are
+dropped (Unknown), as in kubelet's ``healthinfo.go``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import grpc
+
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_runtime.log import get_logger
+
+from .plugins import Plugin, PluginStore
+
+log = get_logger(__name__)
+
+RETRY_INTERVAL = 5.0
+DEFAULT_TIMEOUT = 30
+_NAMES = {health_pb2.HEALTHY: "Healthy", health_pb2.UNHEALTHY: "Unhealthy", health_pb2.UNKNOWN: "Unknown"}
+
+
+@dataclass
+class DeviceHealth:
+    state: str
+    message: str
+    seen: float  # monotonic time of the last report
+    timeout: float
+
+
+class NodeHealth:
+    """Health of one node's devices, keyed by (driver, pool, device)."""
+
+    def __init__(self, node: str, store: PluginStore, on_change: Callable[[str, str], None]) -> None:
+        self.node = node
+        self._devices: dict[tuple[str, str, str], DeviceHealth] = {}
+        self._tasks: dict[Plugin, asyncio.Task[None]] = {}
+        self._on_change = on_change
+        store.add_listener(self._plugin_changed)
+
+    def view(self) -> dict[tuple[str, str, str], tuple[str, str]]:
+        """(state, message) per device, with timed-out devices reported Unknown."""
+        now = time.monotonic()
+        return {
+            key: (h.state, h.message)
+            if now - h.seen <= h.timeout
+            else ("Unknown", "no health report in time")
+            for key, h in self._devices.items()
+        }
+
+    def has_reports(self) -> bool:
+        return bool(self._devices)
+
+    def _plugin_changed(self, change: str, plugin: Plugin) -> None:
+        if change == "added" and plugin.health:
+            self._tasks[plugin] = asyncio.create_task(
+                self._watch(plugin), name=f"health-{self.node}-{plugin.driver}"
+            )
+        elif change == "removed" and plugin in self._tasks:
+            self._tasks.pop(plugin).cancel()
+
+    def apply(self, driver: str, devices: list[tuple[str, str, str, str, float]]) -> bool:
+        """Record one full list [(pool, device, state, message, timeout)]; True if anything changed."""
+        now = time.monotonic()
+        changed = False
+        reported = set()
+        for pool, device, state, message, timeout in devices:
+            key = (driver, pool, device)
+            reported.add(key)
+            old = self._devices.get(key)
+            if old is None or (old.state, old.message) != (state, message):
+                changed = True
+            self._devices[key] = DeviceHealth(state, message, now, timeout)
+        for key in [k for k in self._devices if k[0] == driver and k not in reported]:
+            del self._devices[key]
+            changed = True
+        return changed
+
+    def clear(self, driver: str) -> bool:
+        keys = [k for k in self._devices if k[0] == driver]
+        for key in keys:
+            del self._devices[key]
+        return bool(keys)
+
+    async def _watch(self, plugin: Plugin) -> None:
+        while True:
+            try:
+                stub = health_grpc.DRAResourceHealthStub(plugin.channel)
+                async for msg in stub.NodeWatchResources(health_pb2.NodeWatchResourcesRequest()):
+                    devices = [
+                        (
+                            d.device.pool_name,
+                            d.device.device_name,
+                            _NAMES.get(d.health, "Unknown"),
+                            d.message,
+                            float(d.health_check_timeout_seconds or DEFAULT_TIMEOUT),
+                        )
+                        for d in msg.devices
+                    ]
+                    if self.apply(plugin.driver, devices):
+                        self._on_change(self.node, plugin.driver)
+            except asyncio.CancelledError:
+                raise
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    log.info("driver has no health service", node=self.node, driver=plugin.driver)
+                    return
+                log.debug("health stream ended", node=self.node, driver=plugin.driver, error=exc.code().name)
+            except Exception:
+                log.exception("health stream failed", node=self.node, driver=plugin.driver)
+            if self.clear(plugin.driver):
+                self._on_change(self.node, plugin.driver)
+            await asyncio.sleep(RETRY_INTERVAL)
+
+    async def close(self) -> None:
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -1,0 +1,247 @@
+"""The pod controller: one pods informer and one work queue for every node the process serves.
+
+Keys are :class:`PodKey` (reconcile one pod) and :class:`NodeKey` (unprepare the claims of pods that are
+no longer active on that node: deleted, force-deleted, finished, or replaced). Handlers only enqueue; the
+reconcile reads the informer cache and decides from the current state:
+
+=================================================  ===========================================================
+pod state                                          action
+=================================================  ===========================================================
+gone from the cache                                nothing here; the delete handler queued its NodeKey
+Succeeded/Failed                                   unprepare the pod's claims (from the checkpoint)
+terminating (simulated kubelet)                    unprepare, then delete with grace 0 and a UID precondition
+terminating (real kubelet owns the node)           keep prepared until the pod is gone
+otherwise                                          prepare its claims; simulated kubelet: CDI annotation,
+                                                   Running, health, finish after ``run-duration``
+=================================================  ===========================================================
+
+A claim that is not ready yet (not generated, not allocated, pod not reserved) is retried after a short,
+growing delay; a driver error becomes a Warning Event on the pod and is retried with backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from draflow_runtime.errors import DraflowError
+from draflow_runtime.informer import Informer
+from draflow_runtime.log import bind, get_logger
+from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter
+from draflow_runtime.workqueue import WorkQueue
+
+from .manager import ClaimFailure, NodeManager, PrepareOutcome
+from .podclaims import allocated_resources_status, container_cdi_devices, pod_is_terminal
+from .simkubelet import SimKubelet, run_deadline
+
+log = get_logger(__name__)
+
+FAILED_PREPARE_REASON = "FailedPrepareDynamicResources"
+FAILED_UNPREPARE_REASON = "FailedUnprepareDynamicResources"
+
+
+@dataclass(frozen=True, slots=True)
+class PodKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"pod/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKey:
+    node: str
+
+    def __str__(self) -> str:
+        return f"node/{self.node}"
+
+
+class PrepareFailed(DraflowError):
+    """Some claims of a pod could not be prepared (retried with backoff)."""
+
+    def __init__(self, pod: str, failures: list[ClaimFailure]) -> None:
+        super().__init__(f"pod {pod}: " + "; ".join(_describe(f) for f in failures))
+        self.pod = pod
+        self.failures = failures
+
+
+class UnprepareFailed(DraflowError):
+    """Some claims could not be unprepared (retried with backoff)."""
+
+    def __init__(self, where: str, failures: list[ClaimFailure]) -> None:
+        super().__init__(f"{where}: " + "; ".join(_describe(f) for f in failures))
+        self.failures = failures
+
+
+def _describe(f: ClaimFailure) -> str:
+    return f"claim {f.claim}: driver {f.driver}: {f.message}" if f.driver else f"claim {f.claim}: {f.message}"
+
+
+def pod_node(pod: Mapping[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or ""
+
+
+class PodController:
+    """Prepares and unprepares claims for the pods of the served nodes; drives the simulated kubelet."""
+
+    def __init__(
+        self,
+        pods: Informer,
+        queue: WorkQueue,
+        managers: Mapping[str, NodeManager],
+        recorder: Any,
+        sim: SimKubelet | None,
+        health_view: Callable[[str], Mapping[tuple[str, str, str], tuple[str, str]]] | None = None,
+    ) -> None:
+        self.pods = pods
+        self.queue = queue
+        self.managers = managers
+        self.recorder = recorder
+        self.sim = sim
+        self.health_view = health_view
+        self._waits: dict[PodKey, int] = {}
+        self._health_written: dict[str, tuple[str, bytes]] = {}  # pod uid -> (node, last health written)
+        pods.add_handler(self._on_event)
+
+    # --- handlers (enqueue only) ---------------------------------------------------------------------
+
+    def _on_event(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        node = pod_node(obj)
+        if node not in self.managers:
+            return
+        if event == "delete":
+            self.queue.add(NodeKey(node))
+        else:
+            self.queue.add(PodKey(obj["metadata"]["namespace"], obj["metadata"]["name"]))
+
+    def on_claim_event(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """A claim changed (allocated, reserved): look at the reserving pods that run on our nodes."""
+        obj = new if new is not None else old
+        if obj is None:
+            return
+        namespace = obj["metadata"]["namespace"]
+        for ref in (obj.get("status") or {}).get("reservedFor") or []:
+            if ref.get("resource") != "pods":
+                continue
+            pod = self.pods.get(f"{namespace}/{ref.get('name')}")
+            if pod is not None and pod_node(pod) in self.managers:
+                self.queue.add(PodKey(namespace, ref["name"]))
+
+    def enqueue_node_pods(self, node: str) -> None:
+        for pod in self.pods.by_index("byNode", node):
+            self.queue.add(PodKey(pod["metadata"]["namespace"], pod["metadata"]["name"]))
+
+    def enqueue_all(self) -> None:
+        for node in self.managers:
+            self.queue.add(NodeKey(node))
+            self.enqueue_node_pods(node)
+
+    # --- reconcile ------------------------------------------------------------------------------------
+
+    async def reconcile(self, key: PodKey | NodeKey) -> ReconcileResult:
+        if isinstance(key, NodeKey):
+            return await self._reconcile_node(key.node)
+        pod = self.pods.get(f"{key.namespace}/{key.name}")
+        if pod is None or pod_node(pod) not in self.managers:
+            self._waits.pop(key, None)
+            return Done()
+        with bind(pod=f"{key.namespace}/{key.name}", node=pod_node(pod)):
+            return await self._reconcile_pod(key, pod)
+
+    def _active(self, pod: Mapping[str, Any]) -> bool:
+        if pod_is_terminal(pod):
+            return False
+        return not (self.sim is not None and pod["metadata"].get("deletionTimestamp"))
+
+    async def _reconcile_node(self, node: str) -> ReconcileResult:
+        manager = self.managers[node]
+        active = {p["metadata"]["uid"] for p in self.pods.by_index("byNode", node) if self._active(p)}
+        failures = await manager.release_inactive(active)
+        for uid, (where, _) in list(self._health_written.items()):
+            if where == node and uid not in active:
+                del self._health_written[uid]
+        if failures:
+            raise UnprepareFailed(f"node {node}", failures)
+        return Done()
+
+    async def _reconcile_pod(self, key: PodKey, pod: dict[str, Any]) -> ReconcileResult:
+        manager = self.managers[pod_node(pod)]
+        uid = pod["metadata"]["uid"]
+        if not self._active(pod):
+            failures = await manager.unprepare_pod(uid)
+            self._health_written.pop(uid, None)
+            if failures:
+                for f in failures:
+                    await self._event(pod, FAILED_UNPREPARE_REASON, f)
+                raise UnprepareFailed(f"pod {key.namespace}/{key.name}", failures)
+            if self.sim is not None and pod["metadata"].get("deletionTimestamp"):
+                await self.sim.finish_deletion(pod)
+            self._waits.pop(key, None)
+            return Done()
+        if pod["metadata"].get("deletionTimestamp"):
+            return Done()  # a real kubelet is stopping it; unprepare once it is gone
+        outcome = await manager.prepare_pod(pod)
+        for f in outcome.failures:
+            await self._event(pod, FAILED_PREPARE_REASON, f)
+        if self.sim is not None:
+            await self._simulate(pod, outcome)
+        if outcome.failures:
+            raise PrepareFailed(f"{key.namespace}/{key.name}", outcome.failures)
+        if outcome.waiting:
+            n = self._waits.get(key, 0)
+            self._waits[key] = n + 1
+            log.debug("pod claims not ready", waiting=outcome.waiting)
+            return RequeueAfter(min(0.2 * 2**n, 10.0))
+        self._waits.pop(key, None)
+        if self.sim is not None:
+            left = run_deadline(pod)
+            if left is not None and left > 0:
+                return RequeueAfter(left)
+        return Done()
+
+    async def _simulate(self, pod: dict[str, Any], outcome: PrepareOutcome) -> None:
+        assert self.sim is not None
+        phase = (pod.get("status") or {}).get("phase")
+        if phase != "Running":
+            if not outcome.ready:
+                return
+            await self.sim.publish_cdi_devices(pod, container_cdi_devices(pod, outcome.claims))
+            await self.sim.mark_running(pod, self._health(pod, outcome))
+            return
+        left = run_deadline(pod)
+        if left is not None and left <= 0:
+            await self.sim.mark_succeeded(pod)
+            return
+        if outcome.ready:
+            await self.sim.publish_cdi_devices(pod, container_cdi_devices(pod, outcome.claims))
+            health = self._health(pod, outcome)
+            if health is not None:
+                await self.sim.mark_running(pod, health)
+
+    def _health(self, pod: dict[str, Any], outcome: PrepareOutcome) -> dict[str, list[dict[str, Any]]] | None:
+        """The allocatedResourcesStatus to write, or None when unchanged since the last write."""
+        if self.health_view is None or not outcome.claims:
+            return None
+        view = self.health_view(pod_node(pod))
+        if not view:
+            return None
+        desired = allocated_resources_status(pod, outcome.claims, view)
+        digest = orjson.dumps(desired, option=orjson.OPT_SORT_KEYS)
+        uid = pod["metadata"]["uid"]
+        if self._health_written.get(uid) == (pod_node(pod), digest):
+            return None
+        self._health_written[uid] = (pod_node(pod), digest)
+        return desired
+
+    async def _event(self, pod: Mapping[str, Any], reason: str, failure: ClaimFailure) -> None:
+        try:
+            await self.recorder.event(pod, "Warning", reason, _describe(failure))
+        except Exception as exc:
+            log.warning("event not recorded", reason=reason, error=repr(exc))

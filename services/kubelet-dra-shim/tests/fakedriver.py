@@ -1,0 +1,222 @@
+"""A tiny, test-only DRA driver: registration + DRA v1/v1beta1 + health over real unix sockets.
+
+It reads each claim from the API server (like a real driver), validates an opaque config of the shape
+``{"kind": "GpuConfig", "sharing": {...}}`` strictly (unknown fields are errors naming the field),
+writes one CDI spec per claim into its CDI root and removes it on unprepare. Tests assert on what it
+leaves behind (files, pod status), not on the calls it received; ``registrations`` exists only to see
+the NotifyRegistrationStatus answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from draflow_protos.dra.v1 import api_pb2 as v1
+from draflow_protos.dra.v1 import api_pb2_grpc as v1_grpc
+from draflow_protos.dra.v1beta1 import api_pb2 as v1beta1
+from draflow_protos.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
+from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_runtime import tracing
+from draflow_runtime.kube import RESOURCE_CLAIMS
+
+CONFIG_FIELDS = {"apiVersion", "kind", "sharing"}
+SHARING_FIELDS = {"strategy", "timeSlicing"}
+
+
+def check_config(params: dict[str, Any]) -> str:
+    """'' if valid, else a message naming the first unknown field."""
+    for key in params:
+        if key not in CONFIG_FIELDS:
+            return f"invalid opaque config: unknown field {key!r}"
+    for key in params.get("sharing") or {}:
+        if key not in SHARING_FIELDS:
+            return f"invalid opaque config: unknown field 'sharing.{key}'"
+    return ""
+
+
+class FakeDriver:
+    def __init__(
+        self,
+        name: str,
+        registry_dir: Path,
+        plugins_dir: Path,
+        cdi_root: Path,
+        kube: Any,
+        *,
+        versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"),
+        health: bool = False,
+        socket_suffix: str = "",
+        tracer_provider: Any = None,
+    ) -> None:
+        self.name = name
+        self.kube = kube
+        self.cdi_root = cdi_root
+        self.reg_socket = registry_dir / f"{name}{socket_suffix}-reg.sock"
+        self.dra_socket = plugins_dir / name / f"dra{socket_suffix}.sock"
+        self.versions = versions
+        self.health = health
+        self.registrations: list[tuple[bool, str]] = []
+        self.prepare_calls = 0
+        self.device_health: dict[tuple[str, str], int] = {}
+        self._health_changed = asyncio.Event()
+        self._servers: list[grpc.aio.Server] = []
+        self._interceptors = tracing.grpc_server_interceptors(tracer_provider) if tracer_provider else None
+
+    @property
+    def cdi_kind(self) -> str:
+        return f"{self.name}/gpu"
+
+    def spec_path(self, claim_uid: str) -> Path:
+        return self.cdi_root / f"{self.name}-gpu_{claim_uid}.json"
+
+    async def start(self) -> None:
+        for path in (self.reg_socket, self.dra_socket):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        self.cdi_root.mkdir(parents=True, exist_ok=True)
+        dra = grpc.aio.server(interceptors=self._interceptors)
+        v1_grpc.add_DRAPluginServicer_to_server(_Dra(self, v1), dra)
+        v1beta1_grpc.add_DRAPluginServicer_to_server(_Dra(self, v1beta1), dra)
+        if self.health:
+            health_grpc.add_DRAResourceHealthServicer_to_server(_Health(self), dra)
+        dra.add_insecure_port(f"unix:{self.dra_socket}")
+        await dra.start()
+        reg = grpc.aio.server()
+        reg_grpc.add_RegistrationServicer_to_server(_Registration(self), reg)
+        reg.add_insecure_port(f"unix:{self.reg_socket}")
+        await reg.start()
+        self._servers = [dra, reg]
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            await server.stop(None)
+        self._servers = []
+        for path in (self.reg_socket, self.dra_socket):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def set_health(self, pool: str, device: str, state: int) -> None:
+        self.device_health[(pool, device)] = state
+        self._health_changed.set()
+
+    async def prepare_claim(self, ns: str, name: str, uid: str) -> tuple[list[dict[str, Any]], str]:
+        claim = await self.kube.get(RESOURCE_CLAIMS, name, namespace=ns)
+        if claim["metadata"]["uid"] != uid:
+            return [], f"claim {ns}/{name} has UID {claim['metadata']['uid']}, not {uid}"
+        allocation = (claim.get("status") or {}).get("allocation")
+        if not allocation:
+            return [], "claim is not allocated"
+        for cfg in allocation["devices"].get("config") or []:
+            opaque = cfg.get("opaque") or {}
+            if opaque.get("driver") == self.name:
+                msg = check_config(opaque.get("parameters") or {})
+                if msg:
+                    return [], msg
+        devices = []
+        spec_devices = []
+        for r in allocation["devices"]["results"]:
+            if r["driver"] != self.name:
+                continue
+            dev_name = f"{uid}-{r['device']}"
+            spec_devices.append(
+                {
+                    "name": dev_name,
+                    "containerEdits": {
+                        "env": [f"DRAFLOW_{r['device'].upper().replace('-', '_')}={r['pool']}/{r['device']}"]
+                    },
+                }
+            )
+            devices.append(
+                {
+                    "request": r["request"].split("/")[0],
+                    "pool": r["pool"],
+                    "device": r["device"],
+                    "cdi": f"{self.cdi_kind}={dev_name}",
+                }
+            )
+        spec = {"cdiVersion": "0.6.0", "kind": self.cdi_kind, "devices": spec_devices}
+        tmp = self.spec_path(uid).with_suffix(".tmp")
+        tmp.write_text(json.dumps(spec))
+        os.replace(tmp, self.spec_path(uid))
+        return devices, ""
+
+
+class _Registration(reg_grpc.RegistrationServicer):
+    def __init__(self, driver: FakeDriver) -> None:
+        self.d = driver
+
+    async def GetInfo(self, request: Any, context: Any) -> Any:
+        versions = list(self.d.versions) + (["v1alpha1.DRAResourceHealth"] if self.d.health else [])
+        return reg_pb2.PluginInfo(
+            type="DRAPlugin", name=self.d.name, endpoint=str(self.d.dra_socket), supported_versions=versions
+        )
+
+    async def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:
+        self.d.registrations.append((request.plugin_registered, request.error))
+        return reg_pb2.RegistrationStatusResponse()
+
+
+class _Dra:
+    def __init__(self, driver: FakeDriver, module: Any) -> None:
+        self.d = driver
+        self.m = module
+
+    async def NodePrepareResources(self, request: Any, context: Any) -> Any:
+        self.d.prepare_calls += 1
+        resp = self.m.NodePrepareResourcesResponse()
+        for c in request.claims:
+            devices, error = await self.d.prepare_claim(c.namespace, c.name, c.uid)
+            out = resp.claims[c.uid]
+            if error:
+                out.error = error
+                continue
+            for dev in devices:
+                out.devices.append(
+                    self.m.Device(
+                        request_names=[dev["request"]],
+                        pool_name=dev["pool"],
+                        device_name=dev["device"],
+                        cdi_device_ids=[dev["cdi"]],
+                    )
+                )
+        return resp
+
+    async def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        resp = self.m.NodeUnprepareResourcesResponse()
+        for c in request.claims:
+            with contextlib.suppress(FileNotFoundError):
+                self.d.spec_path(c.uid).unlink()
+            resp.claims[c.uid].error = ""
+        return resp
+
+
+class _Health(health_grpc.DRAResourceHealthServicer):
+    def __init__(self, driver: FakeDriver) -> None:
+        self.d = driver
+
+    async def NodeWatchResources(self, request: Any, context: Any) -> Any:
+        while True:
+            self.d._health_changed.clear()
+            yield health_pb2.NodeWatchResourcesResponse(
+                devices=[
+                    health_pb2.DeviceHealth(
+                        device=health_pb2.DeviceIdentifier(pool_name=p, device_name=d),
+                        health=state,
+                        health_check_timeout_seconds=60,
+                    )
+                    for (p, d), state in self.d.device_health.items()
+                ]
+            )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.d._health_changed.wait(), 5)

@@ -1,0 +1,295 @@
+"""The shim against a real kube-apiserver, real unix sockets and real files (test-only driver in-process)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from fakedriver import FakeDriver
+from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.events import EventRecorder
+from draflow_runtime.kube import EVENTS, NODES, PODS, RESOURCE_CLAIMS, KubeClient
+from kubelet_dra_shim import checkpoint
+from kubelet_dra_shim.fleet import Fleet
+from kubelet_dra_shim.settings import ShimSettings
+from kubelet_dra_shim.simkubelet import CDI_ANNOTATION
+
+pytestmark = pytest.mark.integration
+
+DRIVER = "gpu.shimtest.example"
+
+
+@dataclass
+class Env:
+    kube: KubeClient
+    root: Path
+    node: str
+    driver: FakeDriver
+    fleets: list[Fleet] = field(default_factory=list)
+
+    @property
+    def cdi_root(self) -> Path:
+        return self.root / self.node / "cdi"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.root / self.node / "kubelet" / checkpoint.FILE_NAME
+
+    def settings(self, **overrides: Any) -> ShimSettings:
+        values: dict[str, Any] = {
+            "nodes": self.node,
+            "fleet_root": str(self.root),
+            "http_port": 0,
+            "nats_url": "",
+            "boot_id_file": str(self.root / "boot_id"),
+            "lease_renew_interval": 2.0,
+            "registry_poll_interval": 0.1,
+            "resync_interval": 2.0,
+        }
+        values.update(overrides)
+        return ShimSettings(**values)
+
+    async def start_shim(self, **overrides: Any) -> Fleet:
+        fleet = Fleet(self.settings(**overrides), self.kube, EventRecorder(self.kube, "kubelet-dra-shim"))
+        await fleet.start()
+        self.fleets.append(fleet)
+        return fleet
+
+    async def stop_shim(self) -> None:
+        while self.fleets:
+            await self.fleets.pop().stop()
+
+    def checkpoint(self) -> checkpoint.CheckpointState:
+        state = checkpoint.read(self.checkpoint_path)
+        assert state is not None
+        return state
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def env(kube: KubeClient, short_dir: Path) -> AsyncIterator[Env]:
+    node = f"shim-{uuid.uuid4().hex[:6]}"
+    (short_dir / "boot_id").write_text("boot-1\n")
+    d = short_dir / node
+    driver = FakeDriver(DRIVER, d / "plugins_registry", d / "plugins", d / "cdi", kube, health=True)
+    await driver.start()
+    e = Env(kube, short_dir, node, driver)
+    try:
+        yield e
+    finally:
+        await e.stop_shim()
+        await driver.stop()
+        with contextlib.suppress(NotFound):
+            await kube.delete(NODES, node)
+
+
+async def _running(kube: KubeClient, ns: str, name: str) -> dict[str, Any]:
+    p = await kube.get(PODS, name, namespace=ns)
+    assert p.get("status", {}).get("phase") == "Running", p.get("status")
+    return p
+
+
+async def _gone(kube: KubeClient, res: Any, name: str, ns: str) -> bool:
+    try:
+        await kube.get(res, name, namespace=ns)
+    except NotFound:
+        return True
+    return False
+
+
+async def _prepared_pod(
+    env: Env, ns: str, name: str = "p", devices: tuple[str, ...] = ("gpu-0",), **claim_kw: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    cls = await device_class(env.kube, DRIVER)
+    c = await claim(env.kube, ns, f"{name}-gpu", cls, driver=DRIVER, **claim_kw)
+    p = await pod(env.kube, ns, name, env.node, [f"{name}-gpu"])
+    await allocate(env.kube, ns, f"{name}-gpu", p, env.node, DRIVER, list(devices))
+    running = await eventually(lambda: _running(env.kube, ns, name))
+    return c, running
+
+
+async def test_prepared_pod_runs_and_deleting_it_unprepares(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    node = await env.kube.get(NODES, env.node)
+    assert node["status"]["allocatable"]["pods"] == "110"
+    c, running = await _prepared_pod(env, ns, devices=("gpu-0", "gpu-1"))
+
+    devices = json.loads(running["metadata"]["annotations"][CDI_ANNOTATION])
+    assert devices == {
+        "main": [f"{DRIVER}/gpu={c['metadata']['uid']}-gpu-0", f"{DRIVER}/gpu={c['metadata']['uid']}-gpu-1"]
+    }
+    validate_cdi(env.cdi_root, devices["main"])
+    assert running["status"]["containerStatuses"][0]["state"]["running"]
+    entry = env.checkpoint().claims[c["metadata"]["uid"]]
+    assert entry.pod_uids == {running["metadata"]["uid"]}
+    assert [d.device_name for d in entry.drivers[DRIVER]] == ["gpu-0", "gpu-1"]
+
+    await env.kube.delete(PODS, "p", namespace=ns)  # graceful: the simulated kubelet finishes it
+    await eventually(lambda: _gone(env.kube, PODS, "p", ns))
+    assert not env.driver.spec_path(c["metadata"]["uid"]).exists()
+    assert env.checkpoint().claims == {}
+
+
+async def test_restart_reprepares_each_claim_once(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    c, running = await _prepared_pod(env, ns)
+    assert env.driver.prepare_calls == 1
+    await env.stop_shim()
+    env.driver.spec_path(c["metadata"]["uid"]).unlink()  # as if the CDI spec was lost on tmpfs
+    await env.start_shim()
+    await eventually(lambda: asyncio.sleep(0, env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    await asyncio.sleep(1.0)  # pod updates and resyncs must not prepare again
+    assert env.driver.prepare_calls == 2
+    state = env.checkpoint()
+    assert list(state.claims) == [c["metadata"]["uid"]]
+    assert state.claims[c["metadata"]["uid"]].pod_uids == {running["metadata"]["uid"]}
+    assert (await _running(env.kube, ns, "p"))["metadata"]["annotations"][CDI_ANNOTATION] == running[
+        "metadata"
+    ]["annotations"][CDI_ANNOTATION]
+
+
+async def test_reboot_is_repaired_even_when_restarts_are_trusted(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim(reprepare_after_restart=False)
+    c, _ = await _prepared_pod(env, ns)
+    await env.stop_shim()
+    await env.start_shim(reprepare_after_restart=False)  # same boot: the checkpoint is trusted
+    await asyncio.sleep(1.0)
+    assert env.driver.prepare_calls == 1
+    await env.stop_shim()
+    env.driver.spec_path(c["metadata"]["uid"]).unlink()
+    (env.root / "boot_id").write_text("boot-2\n")  # the node rebooted: tmpfs CDI specs are gone
+    await env.start_shim(reprepare_after_restart=False)
+    await eventually(lambda: asyncio.sleep(0, env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    assert env.driver.prepare_calls == 2
+    assert env.checkpoint().boot_id == "boot-2"
+
+
+async def test_driver_restart_registers_again_and_keeps_serving(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    await _prepared_pod(env, ns, "first")
+    await env.driver.stop()
+    await asyncio.sleep(0.3)
+    await env.driver.start()
+    await eventually(lambda: asyncio.sleep(0, len(env.driver.registrations) == 2))
+    assert env.driver.registrations == [(True, ""), (True, "")]
+    await _prepared_pod(env, ns, "second")
+
+
+async def test_force_deleted_pod_with_deleted_claim_is_unprepared_from_the_checkpoint(
+    env: Env, make_namespace: Any
+) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    c, _ = await _prepared_pod(env, ns, "a")
+    c2, _ = await _prepared_pod(env, ns, "b")
+    # While the shim runs: claim first, then the pod with grace period 0.
+    await env.kube.delete(RESOURCE_CLAIMS, "a-gpu", namespace=ns)
+    await env.kube.delete(PODS, "a", namespace=ns, grace_period_seconds=0)
+    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    # While the shim is down.
+    await env.stop_shim()
+    await env.kube.delete(RESOURCE_CLAIMS, "b-gpu", namespace=ns)
+    await env.kube.delete(PODS, "b", namespace=ns, grace_period_seconds=0)
+    await env.start_shim()
+    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c2["metadata"]["uid"]).exists()))
+    await eventually(lambda: asyncio.sleep(0, env.checkpoint().claims == {}))
+
+
+async def test_shared_claim_is_unprepared_only_when_its_last_pod_ends(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    cls = await device_class(env.kube, DRIVER)
+    c = await claim(env.kube, ns, "shared", cls)
+    p1 = await pod(env.kube, ns, "p1", env.node, ["shared"])
+    p2 = await pod(env.kube, ns, "p2", env.node, ["shared"])
+    await allocate(env.kube, ns, "shared", p1, env.node, DRIVER, ["gpu-0"])
+    await env.kube.patch(
+        RESOURCE_CLAIMS,
+        "shared",
+        {
+            "status": {
+                "reservedFor": [
+                    {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+                    for p in (p1, p2)
+                ]
+            }
+        },
+        namespace=ns,
+        subresource="status",
+    )
+    await eventually(lambda: _running(env.kube, ns, "p1"))
+    await eventually(lambda: _running(env.kube, ns, "p2"))
+    spec = env.driver.spec_path(c["metadata"]["uid"])
+    await env.kube.delete(PODS, "p1", namespace=ns, grace_period_seconds=0)
+    await eventually(lambda: _gone(env.kube, PODS, "p1", ns))
+    await asyncio.sleep(1.0)
+    assert spec.exists()
+    assert env.checkpoint().claims[c["metadata"]["uid"]].pod_uids == {p2["metadata"]["uid"]}
+    await env.kube.delete(PODS, "p2", namespace=ns, grace_period_seconds=0)
+    await eventually(lambda: asyncio.sleep(0, not spec.exists()))
+
+
+async def test_invalid_opaque_config_fails_only_that_claim(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    cls = await device_class(env.kube, DRIVER)
+    good = await claim(env.kube, ns, "good", cls)
+    bad = await claim(
+        env.kube,
+        ns,
+        "bad",
+        cls,
+        driver=DRIVER,
+        config={"kind": "GpuConfig", "sharing": {"strategy": "TimeSlicing", "timeSlising": {}}},
+    )
+    p = await pod(env.kube, ns, "p", env.node, ["good", "bad"])
+    await allocate(env.kube, ns, "good", p, env.node, DRIVER, ["gpu-0"])
+    await allocate(env.kube, ns, "bad", p, env.node, DRIVER, ["gpu-1"])
+
+    async def warning() -> list[dict[str, Any]]:
+        events = await env.kube.list(EVENTS, namespace=ns)
+        return [
+            e
+            for e in events["items"]
+            if e["reason"] == "FailedPrepareDynamicResources" and e["involvedObject"]["name"] == "p"
+        ]
+
+    events = await eventually(warning)
+    assert events[0]["type"] == "Warning"
+    assert f"{ns}/bad" in events[0]["message"]
+    assert "sharing.timeSlising" in events[0]["message"]
+    assert env.driver.spec_path(good["metadata"]["uid"]).exists()
+    assert not env.driver.spec_path(bad["metadata"]["uid"]).exists()
+    state = env.checkpoint()
+    assert state.claims[good["metadata"]["uid"]].drivers[DRIVER][0].device_name == "gpu-0"
+    assert state.claims[bad["metadata"]["uid"]].drivers[DRIVER] == []
+    assert (await env.kube.get(PODS, "p", namespace=ns))["status"].get("phase") == "Pending"
+
+
+async def test_run_duration_finishes_the_pod_and_unprepares(env: Env, make_namespace: Any) -> None:
+    ns = await make_namespace("shim")
+    await env.start_shim()
+    cls = await device_class(env.kube, DRIVER)
+    c = await claim(env.kube, ns, "job-gpu", cls)
+    p = await pod(env.kube, ns, "job", env.node, ["job-gpu"], annotations={"draflow.dev/run-duration": "1s"})
+    await allocate(env.kube, ns, "job-gpu", p, env.node, DRIVER, ["gpu-0"])
+
+    async def succeeded() -> bool:
+        got = await env.kube.get(PODS, "job", namespace=ns)
+        return got["status"].get("phase") == "Succeeded"
+
+    await eventually(succeeded)
+    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c["metadata"]["uid"]).exists()))

@@ -1,0 +1,135 @@
+"""Plugin registration over real unix sockets: versions, deregistration, restarts, rolling updates."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from fakedriver import FakeDriver
+
+from kubelet_dra_shim.plugins import PluginStore, PluginWatcher, choose_version
+
+
+@pytest.mark.parametrize(
+    ("offered", "want"),
+    [
+        (["v1.DRAPlugin", "v1beta1.DRAPlugin"], "v1.DRAPlugin"),
+        (["v1beta1.DRAPlugin", "v1.DRAPlugin"], "v1beta1.DRAPlugin"),  # the plugin's order wins
+        (["v1alpha1.DRAResourceHealth", "v1beta1.DRAPlugin"], "v1beta1.DRAPlugin"),
+        (["v1alpha4.DRAPlugin"], None),
+        ([], None),
+    ],
+)
+def test_choose_version(offered: list[str], want: str | None) -> None:
+    assert choose_version(offered) == want
+
+
+def _driver(root: Path, name: str = "gpu.test", **kw: object) -> FakeDriver:
+    return FakeDriver(name, root / "reg", root / "plugins", root / "cdi", kube=None, **kw)  # type: ignore[arg-type]
+
+
+async def test_registers_a_driver_and_tells_it(short_dir: Path) -> None:
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    driver = _driver(short_dir, versions=("v1beta1.DRAPlugin",), health=True)
+    await driver.start()
+    try:
+        await watcher.sync()
+        plugin = store.get("gpu.test")
+        assert plugin is not None
+        assert plugin.version == "v1beta1.DRAPlugin"
+        assert plugin.health
+        assert plugin.endpoint == str(driver.dra_socket)
+        assert driver.registrations == [(True, "")]
+    finally:
+        await driver.stop()
+        await watcher.close()
+
+
+async def test_unsupported_versions_are_refused_with_a_reason(short_dir: Path) -> None:
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    driver = _driver(short_dir, versions=("v1alpha3.DRAPlugin",))
+    await driver.start()
+    try:
+        await watcher.sync()
+        assert store.get("gpu.test") is None
+        assert driver.registrations[0][0] is False
+        assert "v1alpha3.DRAPlugin" in driver.registrations[0][1]
+    finally:
+        await driver.stop()
+        await watcher.close()
+
+
+async def test_socket_gone_deregisters_and_restart_registers_again(short_dir: Path) -> None:
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    driver = _driver(short_dir)
+    await driver.start()
+    await watcher.sync()
+    first = store.get("gpu.test")
+    await driver.stop()
+    await watcher.sync()
+    assert store.get("gpu.test") is None
+    await driver.start()
+    await watcher.sync()
+    second = store.get("gpu.test")
+    assert second is not None and second is not first
+    await driver.stop()
+    await watcher.close()
+
+
+async def test_restart_between_two_scans_is_seen_as_a_new_registration(short_dir: Path) -> None:
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    driver = _driver(short_dir)
+    await driver.start()
+    await watcher.sync()
+    first = store.get("gpu.test")
+    await driver.stop()
+    await driver.start()  # new socket file at the same path before the next scan
+    await watcher.sync()
+    assert store.get("gpu.test") is not first
+    assert driver.registrations == [(True, ""), (True, "")]
+    await driver.stop()
+    await watcher.close()
+
+
+async def test_rolling_update_newest_endpoint_wins(short_dir: Path) -> None:
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    old = _driver(short_dir, socket_suffix="-old")
+    new = _driver(short_dir, socket_suffix="-new")
+    await old.start()
+    await watcher.sync()
+    await new.start()
+    await watcher.sync()
+    current = store.get("gpu.test")
+    assert current is not None and current.endpoint == str(new.dra_socket)
+    await new.stop()  # the new pod goes away first: the old one serves again
+    await watcher.sync()
+    current = store.get("gpu.test")
+    assert current is not None and current.endpoint == str(old.dra_socket)
+    await old.stop()
+    await watcher.close()
+
+
+async def test_poll_loop_finds_a_driver_that_starts_later(short_dir: Path) -> None:
+    from kubelet_dra_shim.plugins import poll
+
+    store = PluginStore()
+    watcher = PluginWatcher("n", short_dir / "reg", store)
+    task = asyncio.create_task(poll(lambda: [watcher], 0.1))
+    driver = _driver(short_dir)
+    try:
+        await driver.start()
+        for _ in range(200):
+            if store.get("gpu.test") is not None:
+                break
+            await asyncio.sleep(0.05)
+        assert store.get("gpu.test") is not None
+    finally:
+        task.cancel()
+        await driver.stop()
+        await watcher.close()

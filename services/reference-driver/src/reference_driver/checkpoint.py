@@ -1,0 +1,140 @@
+"""The driver's checkpoint: which claims are prepared on a node, with which devices.
+
+File format (JSON), in the style of the kubelet's checkpoint manager::
+
+    {"checksum": <crc32 of data>, "data": "<JSON text of the payload>"}
+
+    payload = {"apiVersion": "checkpoint.reference-driver.draflow.dev/v1", "kind": "DriverCheckpoint",
+               "node": "<node>",
+               "preparedClaims": {"<claim uid>": {"namespace": ..., "name": ..., "devices": [
+                   {"requestNames": [...], "poolName": ..., "deviceName": ..., "shareID": null,
+                    "cdiDeviceIDs": [...]}]}}}
+
+:func:`encode` and :func:`decode` are pure; :func:`decode` raises :class:`CheckpointCorrupted` on a
+checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename),
+so a crash leaves either the old or the new checkpoint, never a torn one.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reference_driver.files import atomic_write
+
+API_VERSION = "checkpoint.reference-driver.draflow.dev/v1"
+KIND = "DriverCheckpoint"
+FILE_NAME = "checkpoint.json"
+
+
+class CheckpointCorrupted(Exception):
+    """The checkpoint file exists but cannot be trusted."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"checkpoint {path} is corrupted: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class PreparedDevice:
+    request_names: tuple[str, ...]
+    pool_name: str
+    device_name: str
+    cdi_device_ids: tuple[str, ...]
+    share_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requestNames": list(self.request_names),
+            "poolName": self.pool_name,
+            "deviceName": self.device_name,
+            "shareID": self.share_id,
+            "cdiDeviceIDs": list(self.cdi_device_ids),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PreparedDevice:
+        return cls(
+            request_names=tuple(data["requestNames"]),
+            pool_name=data["poolName"],
+            device_name=data["deviceName"],
+            cdi_device_ids=tuple(data["cdiDeviceIDs"]),
+            share_id=data.get("shareID"),
+        )
+
+
+@dataclass(frozen=True)
+class PreparedClaim:
+    namespace: str
+    name: str
+    devices: tuple[PreparedDevice, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        devices = [d.to_json() for d in self.devices]
+        return {"namespace": self.namespace, "name": self.name, "devices": devices}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PreparedClaim:
+        return cls(
+            namespace=data["namespace"],
+            name=data["name"],
+            devices=tuple(PreparedDevice.from_json(d) for d in data["devices"]),
+        )
+
+
+@dataclass
+class Checkpoint:
+    node: str
+    prepared_claims: dict[str, PreparedClaim] = field(default_factory=dict)
+
+
+def _checksum(data: str) -> int:
+    return zlib.crc32(data.encode())
+
+
+def encode(checkpoint: Checkpoint) -> bytes:
+    payload = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "node": checkpoint.node,
+        "preparedClaims": {uid: c.to_json() for uid, c in sorted(checkpoint.prepared_claims.items())},
+    }
+    data = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return json.dumps({"checksum": _checksum(data), "data": data}, indent=1).encode() + b"\n"
+
+
+def decode(raw: bytes, path: str = "<checkpoint>") -> Checkpoint:
+    try:
+        outer = json.loads(raw)
+        data, checksum = outer["data"], outer["checksum"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CheckpointCorrupted(path, f"not a checkpoint envelope: {exc}") from exc
+    if not isinstance(data, str) or _checksum(data) != checksum:
+        raise CheckpointCorrupted(path, "checksum mismatch")
+    try:
+        payload = json.loads(data)
+        if payload.get("apiVersion") != API_VERSION or payload.get("kind") != KIND:
+            version = f"{payload.get('apiVersion')}/{payload.get('kind')}"
+            raise CheckpointCorrupted(path, f"unknown version {version}")
+        claims = {uid: PreparedClaim.from_json(c) for uid, c in payload["preparedClaims"].items()}
+        return Checkpoint(node=payload["node"], prepared_claims=claims)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointCorrupted(path, f"invalid payload: {exc}") from exc
+
+
+def load(path: Path, node: str) -> Checkpoint:
+    """The checkpoint at ``path``; an empty one if there is no file. Raises :class:`CheckpointCorrupted`."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return Checkpoint(node=node)
+    return decode(raw, str(path))
+
+
+def save(path: Path, checkpoint: Checkpoint) -> None:
+    """Write atomically. Durable once it returns."""
+    atomic_write(path, encode(checkpoint), mode=0o600)
