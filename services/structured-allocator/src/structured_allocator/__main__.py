@@ -1,0 +1,100 @@
+"""Entry point ``structured-allocator``: settings, logging, tracing, /metrics + /explain, leader election.
+
+Only the leader runs informers, decisions and writes, and only the leader is connected to NATS for the
+``draflow.allocator.allocate`` responder and the pool nudges (a bus per leadership term, so a standby
+replica never answers). A new leader rebuilds the in-use devices from the claims' ``status.allocation``
+(every allocated claim counts, bound or not), so a failover loses no device and gives none twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from draflow_runtime.bus import EventBus
+from draflow_runtime.kube import KubeClient
+from draflow_runtime.leader import LeaderElector
+from draflow_runtime.log import configure_logging, get_logger
+from draflow_runtime.observability import ObservabilityServer
+from draflow_runtime.service import run
+from draflow_runtime.settings import load_settings
+from draflow_runtime.tracing import setup_tracing, shutdown_tracing
+
+from .explain_http import ExplanationStore
+from .responder import AllocateResponder
+from .scheduler import COMPONENT, Scheduler
+from .settings import Settings
+
+log = get_logger(__name__)
+
+EVENTS_SUBJECTS = ["draflow.events.>"]
+
+
+async def lead(settings: Settings, kube: KubeClient, explanations: ExplanationStore,
+               current: list[Scheduler]) -> None:
+    """One leadership term: NATS, informers, the loop. Returns only by cancellation or error."""
+    bus = EventBus(settings.nats_url, name=COMPONENT)
+    if settings.events_stream:
+        await bus.ensure_stream(settings.events_stream, EVENTS_SUBJECTS,
+                                max_age_seconds=settings.events_max_age)
+    await bus.start()
+    scheduler = Scheduler(settings, kube, publish=bus.publish if bus.enabled else None,
+                          explanations=explanations)
+    current.append(scheduler)
+    try:
+        if bus.enabled:
+            await bus.serve(settings.allocate_subject, AllocateResponder(scheduler).handle,
+                            queue=COMPONENT)
+            if settings.pool_events_subject:
+                await bus.subscribe(settings.pool_events_subject, scheduler.nudge)
+        await scheduler.run()
+    finally:
+        current.remove(scheduler)
+        await bus.stop()
+
+
+async def serve(settings: Settings) -> None:
+    """Run the service until cancelled."""
+    setup_tracing(COMPONENT)
+    kube = await KubeClient.from_kubeconfig(settings.kubeconfig)
+    explanations = ExplanationStore(settings.explanations_kept)
+    current: list[Scheduler] = []
+    elector: LeaderElector | None = None
+
+    def ready() -> bool:
+        if settings.leader_elect and (elector is None or not elector.is_leader):
+            return True  # a standby is ready: it serves /metrics and waits for the lease
+        return bool(current) and current[-1].synced
+
+    server = ObservabilityServer(settings.http_port, settings.http_host, ready=ready)
+    explanations.add_routes(server)
+    try:
+        if settings.http_port:
+            await server.start()
+        if not settings.leader_elect:
+            await lead(settings, kube, explanations, current)
+            return
+        elector = LeaderElector(
+            kube, settings.leader_election_namespace, settings.leader_election_id, settings.identity,
+            lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+        )
+        while True:
+            await elector.run(on_started_leading=lambda: lead(settings, kube, explanations, current))
+            log.warning("leadership lost, campaigning again")
+    finally:
+        if elector is not None:
+            with contextlib.suppress(Exception):
+                await elector.stop()
+        await server.stop()
+        await kube.close()
+        shutdown_tracing()
+
+
+def main() -> None:
+    settings = load_settings(Settings, prog=COMPONENT)
+    configure_logging(COMPONENT, settings.log_level, settings.log_format)
+    run(lambda: serve(settings))
+
+
+if __name__ == "__main__":
+    main()

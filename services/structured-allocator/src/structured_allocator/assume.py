@@ -1,0 +1,157 @@
+"""The assume cache: which devices are in use, counting allocations not yet visible in the informer.
+
+Every claim has at most one *effective* allocation, by claim UID:
+
+* the informer's ``status.allocation`` (what the API server has), unless
+* an **assumed** allocation exists for that claim: recorded by the decision loop before any write
+  (:meth:`AssumeCache.assume`). It stays until the informer shows the claim allocated (the write landed;
+  the informer then wins) or the write pipeline gives it up (:meth:`release`). A stale informer event
+  without an allocation never drops an assumption: that is how a device is never handed out twice
+  between the decision and the informer catching up (upstream #136269).
+
+Device usage is kept incrementally in one :class:`AllocatedState` (exclusive devices reference-counted,
+shared devices by share ID, consumed capacity summed), so a decision never rebuilds it. After a crash
+nothing is lost: a new process lists the claims and every allocated claim counts as in use, whether or
+not its pod was ever bound.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from .core import AllocatedState, DeviceID, parse_quantity
+
+__all__ = ["AssumeCache", "Assumed"]
+
+
+@dataclass
+class Assumed:
+    """An allocation decided but not yet seen in the informer."""
+
+    claim_key: str  # namespace/name
+    allocation: dict[str, Any]
+    pod_key: str
+    written: bool = False  # the status write succeeded (reservations of other pods may follow)
+
+
+class AssumeCache:
+    """Effective allocations per claim UID and the device usage they add up to. Not thread-safe: used
+    from the event loop only, and never across an ``await`` in the middle of a decision."""
+
+    def __init__(self) -> None:
+        self.state = AllocatedState()
+        self._exclusive: Counter[DeviceID] = Counter()
+        self._informer: dict[str, Mapping[str, Any]] = {}  # claim uid -> allocation from the API
+        self._assumed: dict[str, Assumed] = {}  # claim uid -> in-flight allocation
+        self._effective: dict[str, Mapping[str, Any]] = {}
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def allocation(self, uid: str) -> Mapping[str, Any] | None:
+        """The effective allocation of a claim (assumed or from the API), or None."""
+        return self._effective.get(uid)
+
+    def assumed(self, uid: str) -> Assumed | None:
+        return self._assumed.get(uid)
+
+    def in_flight(self) -> list[Assumed]:
+        return list(self._assumed.values())
+
+    def __len__(self) -> int:
+        return len(self._effective)
+
+    # -- informer ----------------------------------------------------------------------------------
+
+    def observe_claim(self, claim: Mapping[str, Any] | None, *, uid: str = "") -> bool:
+        """Apply the informer's view of a claim (``None`` = deleted, then ``uid`` names it).
+
+        Returns True when devices were freed (a deallocation or deletion): pods waiting for devices
+        are worth retrying then.
+        """
+        if claim is None:
+            self._informer.pop(uid, None)
+            self._assumed.pop(uid, None)
+            return self._set_effective(uid, None)
+        uid = claim["metadata"]["uid"]
+        allocation = (claim.get("status") or {}).get("allocation")
+        if allocation:
+            self._informer[uid] = allocation
+            self._assumed.pop(uid, None)  # the write is visible: the API server's copy wins
+            return self._set_effective(uid, allocation)
+        self._informer.pop(uid, None)
+        if uid in self._assumed:
+            return False  # in flight (or a stale event): keep holding the devices
+        return self._set_effective(uid, None)
+
+    # -- decisions and writes ------------------------------------------------------------------------
+
+    def assume(self, uid: str, claim_key: str, allocation: dict[str, Any], pod_key: str) -> None:
+        """Hold the devices of ``allocation`` for claim ``uid`` until the informer shows it or
+        :meth:`release` is called."""
+        self._assumed[uid] = Assumed(claim_key, allocation, pod_key)
+        self._set_effective(uid, allocation)
+
+    def mark_written(self, uid: str) -> None:
+        entry = self._assumed.get(uid)
+        if entry is not None:
+            entry.written = True
+
+    def release(self, uid: str) -> bool:
+        """Give up an assumption (its write failed or was undone); the informer's view applies again."""
+        if self._assumed.pop(uid, None) is None:
+            return False
+        return self._set_effective(uid, self._informer.get(uid))
+
+    # -- usage bookkeeping -----------------------------------------------------------------------------
+
+    def _set_effective(self, uid: str, allocation: Mapping[str, Any] | None) -> bool:
+        old = self._effective.get(uid)
+        if old is allocation:
+            return False
+        if old is not None:
+            self._remove(old)
+        if allocation is None:
+            self._effective.pop(uid, None)
+        else:
+            self._effective[uid] = allocation
+            self._add(allocation)
+        return old is not None and allocation != old
+
+    def _add(self, allocation: Mapping[str, Any]) -> None:
+        for result in _results(allocation):
+            if not result.get("shareID") and not result.get("adminAccess"):
+                self._exclusive[_did(result)] += 1
+        self.state.add_allocation(allocation)
+
+    def _remove(self, allocation: Mapping[str, Any]) -> None:
+        state = self.state
+        for result in _results(allocation):
+            did = _did(result)
+            share_id = result.get("shareID")
+            if share_id:
+                key = (did, share_id)
+                if key not in state.shared:
+                    continue
+                state.shared.discard(key)
+                consumed = state.capacity.get(did, {})
+                for name, value in (result.get("consumedCapacity") or {}).items():
+                    consumed[name] = consumed.get(name, Fraction(0)) - parse_quantity(value).value
+                if not any(d == did for d, _ in state.shared):
+                    state.capacity.pop(did, None)
+            elif not result.get("adminAccess"):
+                self._exclusive[did] -= 1
+                if self._exclusive[did] <= 0:
+                    del self._exclusive[did]
+                    state.devices.discard(did)
+
+
+def _results(allocation: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return list((allocation.get("devices") or {}).get("results") or [])
+
+
+def _did(result: Mapping[str, Any]) -> DeviceID:
+    return DeviceID(result["driver"], result["pool"], result["device"])

@@ -1,0 +1,284 @@
+"""API writes of one placement decision: finalizer, ``status.allocation`` + ``reservedFor``, binding.
+
+The pipeline for one pod (upstream: PreBind + Bind), run off the decision loop::
+
+    for each claim:  newly allocated  -> finalizer (merge patch, resourceVersion precondition), then
+                                         status PUT (allocation + reservedFor), compare-and-swap,
+                                         retried on Conflict from a fresh GET
+                     already allocated -> strategic-merge patch adding the pod to status.reservedFor
+                                         (listMap keyed by uid: idempotent, no fresh copy needed)
+    hooks.after_status_write(plan)     fault-injection seam for tests
+    bind                               POST pods/<name>/binding (uid precondition)
+
+Every step is **idempotent**: a retry after an ambiguous failure (timeout, crash) finds its own earlier
+write and goes on (the same devices already allocated, the pod already reserved or bound to the same
+node). A claim allocated meanwhile by someone else with different devices fails the pipeline
+(:class:`AllocatedElsewhere`). When a step fails, :meth:`Binder.undo` takes back what this pipeline
+did: the pod leaves ``reservedFor``; a claim that it allocated and that nobody else reserved is
+deallocated again (allocation and finalizer removed), so no device stays held by a pod that was
+never bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+
+from draflow_runtime.errors import ApiError, Conflict, DraflowError, NotFound, TransportError
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.log import get_logger
+
+__all__ = [
+    "FINALIZER",
+    "AllocatedElsewhere",
+    "Binder",
+    "ClaimPlan",
+    "Hooks",
+    "PodPlan",
+    "WriteFailed",
+    "pod_reference",
+    "same_devices",
+]
+
+log = get_logger(__name__)
+
+FINALIZER = "resource.kubernetes.io/delete-protection"
+MAX_RESERVED_FOR = 256
+_CAS_ATTEMPTS = 8
+
+
+class WriteFailed(DraflowError):
+    """A write pipeline step failed; carries the claim (or pod) it failed on."""
+
+    def __init__(self, message: str, *, claim: str = "", pod: str = "") -> None:
+        super().__init__(message)
+        self.claim = claim
+        self.pod = pod
+
+
+class AllocatedElsewhere(WriteFailed):
+    """The claim got a different allocation meanwhile (another writer); retry from a fresh decision."""
+
+
+@dataclass
+class ClaimPlan:
+    claim: Mapping[str, Any]  # the informer's copy at decision time (never mutated)
+    allocation: dict[str, Any] | None  # new allocation to write; None: already allocated
+    reserve: bool  # the pod must be added to reservedFor
+    context: Context | None = None  # trace context of the claim's span
+
+    @property
+    def key(self) -> str:
+        meta = self.claim["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+    @property
+    def uid(self) -> str:
+        return str(self.claim["metadata"]["uid"])
+
+
+@dataclass
+class PodPlan:
+    pod: Mapping[str, Any]
+    node: str
+    claims: list[ClaimPlan]
+    bind: bool = True  # False for pods already bound (NATS allocate requests)
+    done: list[tuple[ClaimPlan, str]] = field(default_factory=list)  # (claim, "allocated"|"reserved")
+
+    @property
+    def key(self) -> str:
+        meta = self.pod["metadata"]
+        return f"{meta['namespace']}/{meta['name']}"
+
+
+@dataclass
+class Hooks:
+    """Test seams. ``after_status_write(plan)`` runs after every claim write of a pod and before the
+    binding (e.g. to cancel the allocator there and simulate a crash)."""
+
+    after_status_write: Callable[[PodPlan], Awaitable[None]] | None = None
+
+
+def pod_reference(pod: Mapping[str, Any]) -> dict[str, str]:
+    meta = pod["metadata"]
+    return {"resource": "pods", "name": meta["name"], "uid": meta["uid"]}
+
+
+def _device_keys(allocation: Mapping[str, Any] | None) -> list[tuple[str, str, str, str]]:
+    results = ((allocation or {}).get("devices") or {}).get("results") or []
+    return sorted((r.get("request", ""), r["driver"], r["pool"], r["device"]) for r in results)
+
+
+def same_devices(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    return _device_keys(a) == _device_keys(b)
+
+
+class Binder:
+    def __init__(self, kube: KubeClient, field_manager: str, tracer: trace.Tracer,
+                 hooks: Hooks | None = None) -> None:
+        self.kube = kube
+        self.field_manager = field_manager
+        self.tracer = tracer
+        self.hooks = hooks or Hooks()
+
+    # -- the pipeline --------------------------------------------------------------------------------
+
+    async def execute(self, plan: PodPlan, on_claim_written: Callable[[ClaimPlan], Awaitable[None]]) -> None:
+        """Write every claim of ``plan``, then bind. Raises :class:`WriteFailed`, ``ApiError`` or
+        ``TransportError``; ``plan.done`` lists what was written (for :meth:`undo`)."""
+        pod_ref = pod_reference(plan.pod)
+        for cp in plan.claims:
+            with self.tracer.start_as_current_span("write claim", context=cp.context) as span:
+                span.set_attribute("draflow.claim", cp.key)
+                span.set_attribute("draflow.pod", plan.key)
+                if cp.allocation is not None:
+                    plan.done.append((cp, "allocated"))  # before: a half-done write is undone too
+                    await self._allocate(cp, pod_ref)
+                elif cp.reserve:
+                    await self._reserve(cp, pod_ref)
+                    plan.done.append((cp, "reserved"))
+                await on_claim_written(cp)
+        if self.hooks.after_status_write is not None:
+            await self.hooks.after_status_write(plan)
+        if plan.bind:
+            await self.bind(plan.pod, plan.node)
+
+    async def _allocate(self, cp: ClaimPlan, pod_ref: dict[str, str]) -> None:
+        """Finalizer, then allocation + reservedFor in one status compare-and-swap. Idempotent."""
+        claim: Mapping[str, Any] = cp.claim
+        meta = claim["metadata"]
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                if FINALIZER not in (claim["metadata"].get("finalizers") or []):
+                    claim = await self._add_finalizer(claim)
+                claim = await self._write_allocation(cp, claim, pod_ref)
+                return
+            except Conflict:
+                claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+        raise WriteFailed("too many conflicts writing the allocation", claim=cp.key)
+
+    async def _add_finalizer(self, claim: Mapping[str, Any]) -> dict[str, Any]:
+        meta = claim["metadata"]
+        if meta.get("deletionTimestamp"):
+            raise WriteFailed("claim is being deleted", claim=f"{meta['namespace']}/{meta['name']}")
+        body = {"metadata": {"resourceVersion": meta["resourceVersion"],
+                             "finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}
+        return await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
+                                     field_manager=self.field_manager)
+
+    async def _write_allocation(self, cp: ClaimPlan, claim: Mapping[str, Any],
+                                pod_ref: dict[str, str]) -> dict[str, Any]:
+        meta = claim["metadata"]
+        if meta.get("uid") != cp.uid:
+            raise WriteFailed("claim was replaced (UID changed)", claim=cp.key)
+        if meta.get("deletionTimestamp"):
+            raise WriteFailed("claim is being deleted", claim=cp.key)
+        status = dict(claim.get("status") or {})
+        reserved = list(status.get("reservedFor") or [])
+        existing = status.get("allocation")
+        if existing and not same_devices(existing, cp.allocation):
+            raise AllocatedElsewhere("claim was allocated elsewhere meanwhile", claim=cp.key)
+        if existing and any(r.get("uid") == pod_ref["uid"] for r in reserved):
+            return dict(claim)  # our own earlier write (a retry)
+        if len(reserved) >= MAX_RESERVED_FOR:
+            raise WriteFailed(f"claim is already reserved for {MAX_RESERVED_FOR} consumers", claim=cp.key)
+        status["allocation"] = existing or cp.allocation
+        status["reservedFor"] = [*reserved, pod_ref]
+        body = {**claim, "status": status}
+        return await self.kube.replace(RESOURCE_CLAIMS, body, subresource="status",
+                                       field_manager=self.field_manager)
+
+    async def _reserve(self, cp: ClaimPlan, pod_ref: dict[str, str]) -> None:
+        """Add the pod to an allocated claim's reservedFor: a strategic-merge patch keyed by uid (seed
+        001: concurrent pods need no fresh copy). The uid in the patch is a precondition; the API server
+        rejects it (Invalid) when the claim is not allocated, is being deleted, or has 256 entries."""
+        meta = cp.claim["metadata"]
+        body = {"metadata": {"uid": cp.uid}, "status": {"reservedFor": [pod_ref]}}
+        await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"], patch_type="strategic",
+                              subresource="status", field_manager=self.field_manager)
+
+    async def bind(self, pod: Mapping[str, Any], node: str) -> None:
+        """POST the Binding; a pod already bound to ``node`` counts as success (idempotent)."""
+        meta = pod["metadata"]
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        with self.tracer.start_as_current_span("bind pod") as span:
+            span.set_attribute("draflow.pod", f"{meta['namespace']}/{meta['name']}")
+            span.set_attribute("draflow.node", node)
+            try:
+                await self.kube.request("POST", PODS.path(meta["namespace"], meta["name"], "binding"), body)
+            except Conflict:
+                fresh = await self.kube.get(PODS, meta["name"], meta["namespace"])
+                if (fresh.get("spec") or {}).get("nodeName") != node:
+                    raise
+                log.info("pod was already bound", pod=f"{meta['namespace']}/{meta['name']}", node=node)
+
+    # -- undo ------------------------------------------------------------------------------------------
+
+    async def undo(self, plan: PodPlan) -> None:
+        """Take back what ``plan`` wrote (best effort, each claim on its own; failures are logged and the
+        claim-controller's reservedFor clean-up is the backstop)."""
+        pod_uid = plan.pod["metadata"]["uid"]
+        for cp, what in reversed(plan.done):
+            try:
+                if what == "allocated":
+                    await self.deallocate(cp, pod_uid)
+                else:
+                    await self.unreserve(cp, pod_uid)
+            except (ApiError, TransportError, WriteFailed) as err:
+                log.warning("undo failed", claim=cp.key, pod=plan.key, error=str(err))
+        plan.done.clear()
+
+    async def unreserve(self, cp: ClaimPlan, pod_uid: str) -> None:
+        meta = cp.claim["metadata"]
+        body = {"metadata": {"uid": cp.uid},
+                "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
+        with contextlib.suppress(NotFound):
+            await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
+                                  patch_type="strategic", subresource="status",
+                                  field_manager=self.field_manager)
+
+    async def deallocate(self, cp: ClaimPlan, pod_uid: str) -> None:
+        """Remove the pod from reservedFor; if nobody else is left and the allocation is the one this
+        pipeline wrote, clear allocation and finalizer too (compare-and-swap, retried on Conflict)."""
+        meta = cp.claim["metadata"]
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+            except NotFound:
+                return
+            if claim["metadata"].get("uid") != cp.uid:
+                return
+            status = dict(claim.get("status") or {})
+            reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod_uid]
+            allocation = status.get("allocation")
+            try:
+                if allocation and (reserved or not same_devices(allocation, cp.allocation)):
+                    if len(reserved) != len(status.get("reservedFor") or []):
+                        await self.unreserve(cp, pod_uid)
+                    return
+                if allocation:
+                    for k in ("allocation", "reservedFor", "devices"):
+                        status.pop(k, None)
+                    claim = await self.kube.replace(RESOURCE_CLAIMS, {**claim, "status": status},
+                                                    subresource="status", field_manager=self.field_manager)
+                finalizers = claim["metadata"].get("finalizers") or []
+                if FINALIZER in finalizers:
+                    body = {"metadata": {"resourceVersion": claim["metadata"]["resourceVersion"],
+                                         "finalizers": [f for f in finalizers if f != FINALIZER]}}
+                    await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
+                                          field_manager=self.field_manager)
+                log.info("claim deallocated after a failed placement", claim=cp.key)
+                return
+            except Conflict:
+                continue
+        raise WriteFailed("too many conflicts deallocating", claim=cp.key)

@@ -1,0 +1,240 @@
+"""One scheduling decision, in memory only: which node and which devices for a pod's claims.
+
+``Decider.decide(pod)`` reads the informer caches and the assume cache, never awaits, and returns
+
+* :class:`Placement` — a node, and per claim the allocation to write (or only a reservation for a
+  claim that is already allocated, e.g. shared by several pods);
+* :class:`Waiting` — a claim does not exist yet, or its allocation for another pod is being written
+  (the pod is retried when that changes; nothing is reported);
+* :class:`Unschedulable` — no node fits (:class:`~.explain_http.PodExplanation`), or the input is
+  broken (unknown DeviceClass, invalid CEL selector: the error names class and expression).
+
+Search: node filters first (:mod:`.nodes`), a cheap free-device count that skips nodes that cannot
+hold the devices asked for, then the core :class:`~.core.Allocator` per node. Like kube-scheduler's
+``percentageOfNodesToScore`` it stops after ``nodes_to_find`` feasible nodes, starting where the last
+search stopped, so the cost of one decision does not grow with the cluster (the SliceIndex makes
+each node's look-up independent of the number of slices elsewhere). The scorer picks among them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .core import AllocationError, Allocator, CelCache, CelSelectorError, UnknownDeviceClassError
+from .explain_http import PodExplanation
+from .nodes import claim_selector_reason, node_filter_reason
+from .scoring import Candidate, Scorer
+from .state import ClusterState, pod_claim_names
+
+__all__ = ["Decider", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error"]
+
+MAX_RESERVED_FOR = 256
+
+
+@dataclass
+class PlannedClaim:
+    claim: Mapping[str, Any]
+    allocation: dict[str, Any] | None  # None: already allocated
+    reserve: bool
+
+
+@dataclass
+class Placement:
+    node: str
+    claims: list[PlannedClaim]
+
+
+@dataclass
+class Waiting:
+    reason: str
+    on_claim: str = ""  # namespace/name of an in-flight claim to wait for
+
+
+@dataclass
+class Unschedulable:
+    explanation: PodExplanation
+    claims: list[Mapping[str, Any]] = field(default_factory=list)  # claims that needed an allocation
+
+
+Decision = Placement | Waiting | Unschedulable
+
+
+def describe_error(err: AllocationError) -> str:
+    """The user-facing text of broken input, naming the class and the expression."""
+    if isinstance(err, UnknownDeviceClassError):
+        return (f'DeviceClass "{err.device_class}" does not exist (claim "{err.claim}", '
+                f'request "{err.request}")')
+    if isinstance(err, CelSelectorError) and err.device_class:
+        return f'DeviceClass "{err.device_class}": {err}'  # the message names selector and expression
+    return str(err)
+
+
+def _min_devices(claim: Mapping[str, Any]) -> int | None:
+    """Devices the claim needs at least, or None when that is unknown (All mode, admin access)."""
+    total = 0
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        options = request.get("firstAvailable") or [request.get("exactly") or {}]
+        counts = []
+        for spec in options:
+            if spec.get("allocationMode", "ExactCount") != "ExactCount" or spec.get("adminAccess"):
+                return None
+            counts.append(int(spec.get("count", 1)))
+        total += min(counts) if counts else 0
+    return total
+
+
+class Decider:
+    def __init__(self, state: ClusterState, scorer: Scorer, nodes_to_find: int,
+                 cel_cache: CelCache | None = None) -> None:
+        self.state = state
+        self.scorer = scorer
+        self.nodes_to_find = nodes_to_find
+        self.cel_cache = cel_cache or CelCache()
+        self._next_start = 0
+
+    # -- claims ----------------------------------------------------------------------------------------
+
+    def _resolve(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | Decision:
+        meta = pod["metadata"]
+        ns, pod_key = meta["namespace"], f"{meta['namespace']}/{meta['name']}"
+        templates = {e.get("name") for e in (pod.get("spec") or {}).get("resourceClaims") or []
+                     if not e.get("resourceClaimName")}
+        claims: list[Mapping[str, Any]] = []
+        for pod_claim, claim_name in pod_claim_names(pod):
+            if claim_name is None:
+                return Waiting(f'waiting for the ResourceClaim of pod claim "{pod_claim}" to be created')
+            claim = self.state.claims.get(f"{ns}/{claim_name}")
+            if claim is None:
+                return Waiting(f'waiting for ResourceClaim "{ns}/{claim_name}" to exist')
+            cmeta = claim["metadata"]
+            problem = ""
+            if cmeta.get("deletionTimestamp"):
+                problem = f'ResourceClaim "{ns}/{claim_name}" is being deleted'
+            elif pod_claim in templates and not any(
+                o.get("uid") == meta.get("uid") for o in cmeta.get("ownerReferences") or []
+            ):
+                problem = f'ResourceClaim "{ns}/{claim_name}" was not created for this pod'
+            if problem:
+                return Unschedulable(PodExplanation(pod_key, [], waiting=problem))
+            claims.append(claim)
+        return claims
+
+    # -- the decision ------------------------------------------------------------------------------------
+
+    def decide(self, pod: Mapping[str, Any], *, only_node: str | None = None) -> Decision:
+        """Place ``pod`` (see the module docstring). ``only_node``: the pod is already bound there
+        (NATS allocate request): no node filters, that node only."""
+        resolved = self._resolve(pod)
+        if not isinstance(resolved, list):
+            return resolved
+        meta = pod["metadata"]
+        pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
+        assume = self.state.assume
+        allocated: list[PlannedClaim] = []
+        to_allocate: list[Mapping[str, Any]] = []
+        for claim in resolved:
+            uid = claim["metadata"]["uid"]
+            allocation = assume.allocation(uid)
+            if allocation is None:
+                to_allocate.append(claim)
+                continue
+            pending = assume.assumed(uid)
+            ckey = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+            if pending is not None and not pending.written:
+                return Waiting(f'allocation of ResourceClaim "{ckey}" is being written', on_claim=ckey)
+            reserved_for = (claim.get("status") or {}).get("reservedFor") or []
+            reserved = any(r.get("uid") == pod_uid for r in reserved_for)
+            if not reserved and len(reserved_for) >= MAX_RESERVED_FOR:
+                return Unschedulable(PodExplanation(
+                    pod_key, [], waiting=f'ResourceClaim "{ckey}" is already reserved for '
+                    f"{MAX_RESERVED_FOR} consumers"))
+            allocated.append(PlannedClaim(claim, None, not reserved))
+        claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
+        explanation = PodExplanation(pod_key, claim_keys)
+        fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
+        try:
+            best = self._search(pod, to_allocate, fixed, explanation, only_node)
+        except AllocationError as err:
+            explanation.error = describe_error(err)
+            return Unschedulable(explanation, to_allocate)
+        if best is None:
+            return Unschedulable(explanation, to_allocate)
+        new = [PlannedClaim(c, a, True) for c, a in zip(to_allocate, best.allocations, strict=True)]
+        return Placement(best.node["metadata"]["name"], allocated + new)
+
+    def _search(self, pod: Mapping[str, Any], to_allocate: list[Mapping[str, Any]],
+                fixed: list[Any], explanation: PodExplanation, only_node: str | None) -> Candidate | None:
+        state = self.state
+        allocator = Allocator(state.classes_by_name(), state.slices, state.assume.state,
+                              cel_cache=self.cel_cache) if to_allocate else None
+        needed: int | None = 0
+        for claim in to_allocate:
+            n = _min_devices(claim)
+            needed = None if n is None or needed is None else needed + n
+        names = [only_node] if only_node else state.node_names()
+        explanation.nodes_total = len(names)
+        feasible: list[Candidate] = []
+        skipped: list[tuple[int, Mapping[str, Any]]] = []  # (free, node) skipped by the device count
+        start = 0 if only_node else self._next_start % max(1, len(names))
+        looked = 0
+        for i in range(len(names)):
+            looked = i + 1
+            name = names[(start + i) % len(names)]
+            node = state.nodes.get(name) or ({"metadata": {"name": name}} if only_node else None)
+            if node is None:
+                continue
+            reason = None if only_node else node_filter_reason(node, pod)
+            reason = reason or claim_selector_reason(node, fixed)
+            if reason:
+                explanation.node_reasons[reason] += 1
+                continue
+            free, total, shared = self._free_devices(name)
+            if allocator is None:
+                feasible.append(Candidate(node, [], free, total))
+            elif needed is not None and not shared and free < needed:
+                skipped.append((free, node))
+            else:
+                outcome = allocator.allocate(node, to_allocate)
+                if outcome.fits:
+                    feasible.append(Candidate(node, outcome.results, free, total))
+                else:
+                    explanation.consider(outcome.explanation)
+            if len(feasible) >= self.nodes_to_find:
+                break
+        if not only_node:
+            self._next_start = start + looked
+        if feasible:
+            best = feasible[0]
+            best_score = self.scorer.score(best)
+            for c in feasible[1:]:
+                score = self.scorer.score(c)
+                if score > best_score:
+                    best, best_score = c, score
+            return best
+        if skipped and allocator is not None:
+            # Explain with the device funnel of the skipped node that had the most free devices.
+            explanation.no_fit += len(skipped) - 1
+            most_free, best_node = max(skipped, key=lambda s: s[0])
+            outcome = allocator.allocate(best_node, to_allocate)
+            if outcome.fits:  # cannot happen (the count is a lower bound), but never lose a placement
+                return Candidate(best_node, outcome.results, most_free, most_free)
+            explanation.consider(outcome.explanation)
+        return None
+
+    def _free_devices(self, node_name: str) -> tuple[int, int, bool]:
+        """(free, total) devices of the node's own slices and whether shared slices also serve it.
+        Counting every generation over-counts, which is safe for skipping (a lower bound on need)."""
+        in_use = self.state.assume.state.devices
+        free = total = 0
+        shared = False
+        for s in self.state.slices.slices_for_node(node_name):
+            if not s.node_name:
+                shared = True
+                continue
+            for d in s.devices:
+                total += 1
+                if d.id not in in_use:
+                    free += 1
+        return free, total, shared

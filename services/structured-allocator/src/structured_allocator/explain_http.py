@@ -1,0 +1,145 @@
+"""Why a claim cannot be allocated: aggregated over nodes, kept per claim, served over HTTP.
+
+One scheduling attempt that finds no node produces a :class:`PodExplanation`:
+
+* node filter reasons counted (``2 node(s) were not ready``), like kube-scheduler's FitError;
+* how many nodes were tried for devices and did not fit, and the **best** of them (the node whose
+  requests came closest: most usable devices towards what is needed) with the core's per-request
+  funnel (devices of the class → matching selectors → free → blocked by taints / counters / capacity /
+  constraints → usable);
+* or, for broken input (unknown DeviceClass, invalid CEL), the error naming class and expression.
+
+:meth:`PodExplanation.message` is the one-paragraph text for the pod's ``PodScheduled`` condition and
+the Warning Event. :class:`ExplanationStore` keeps the latest explanation of every unallocated claim;
+``GET /explain`` lists them and ``GET /explain/<namespace>/<claim>`` returns one as JSON (404 if the
+claim has none, e.g. because it was allocated since).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import web
+
+from .core import Explanation
+
+__all__ = ["ExplanationStore", "PodExplanation", "closeness"]
+
+MAX_MESSAGE = 1024
+
+
+def closeness(ex: Explanation) -> tuple[int, int]:
+    """How close a node came: (requests satisfiable on their own, usable devices towards the need)."""
+    alone = sum(1 for r in ex.requests if r.satisfiable_alone)
+    usable = sum(r.usable if r.needed == "all" else min(r.usable, int(r.needed)) for r in ex.requests)
+    return alone, usable
+
+
+@dataclass
+class PodExplanation:
+    pod: str
+    claims: list[str]  # namespace/name of the claims that needed an allocation
+    nodes_total: int = 0
+    node_reasons: Counter[str] = field(default_factory=Counter)
+    no_fit: int = 0  # nodes where the devices did not fit
+    best: Explanation | None = None
+    error: str = ""  # broken input (class, CEL); the claim cannot be allocated as written
+    waiting: str = ""  # e.g. a claim does not exist yet
+    time: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    def consider(self, ex: Explanation) -> None:
+        self.no_fit += 1
+        if self.best is None or closeness(ex) > closeness(self.best):
+            self.best = ex
+
+    def message(self) -> str:
+        if self.error:
+            text = f"cannot allocate claims: {self.error}"
+        elif self.waiting:
+            text = self.waiting
+        else:
+            parts = [f"{count} node(s) {reason}" for reason, count in sorted(self.node_reasons.items())]
+            if self.no_fit:
+                parts.append(f"{self.no_fit} node(s) cannot allocate the pod's claims")
+            text = f"0/{self.nodes_total} nodes are available"
+            text += ": " + ", ".join(parts) if parts else " (no nodes)"
+            if self.best is not None:
+                text += f". Best node {self.best.node}: {self.best.summary}"
+        return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+    def for_claim(self, claim_key: str) -> dict[str, Any]:
+        name = claim_key.split("/", 1)[-1]
+        out: dict[str, Any] = {
+            "claim": claim_key,
+            "pod": self.pod,
+            "time": self.time,
+            "message": self.message(),
+            "nodes": {
+                "total": self.nodes_total,
+                "filtered": dict(self.node_reasons),
+                "devicesDidNotFit": self.no_fit,
+            },
+        }
+        if self.error:
+            out["error"] = self.error
+        if self.waiting:
+            out["waiting"] = self.waiting
+        if self.best is not None:
+            best = self.best.to_dict()
+            best["requests"] = [r for r in best["requests"] if r["claim"] == name]
+            out["bestNode"] = best
+        return out
+
+
+class ExplanationStore:
+    """Latest explanation per claim (bounded, oldest dropped first) and its HTTP routes."""
+
+    def __init__(self, capacity: int = 2048) -> None:
+        self._capacity = capacity
+        self._by_claim: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    def record(self, explanation: PodExplanation) -> None:
+        for claim_key in explanation.claims:
+            self._by_claim[claim_key] = explanation.for_claim(claim_key)
+            self._by_claim.move_to_end(claim_key)
+        while len(self._by_claim) > self._capacity:
+            self._by_claim.popitem(last=False)
+
+    def forget(self, claim_keys: Sequence[str]) -> None:
+        for key in claim_keys:
+            self._by_claim.pop(key, None)
+
+    def get(self, claim_key: str) -> dict[str, Any] | None:
+        return self._by_claim.get(claim_key)
+
+    def __len__(self) -> int:
+        return len(self._by_claim)
+
+    # -- HTTP ----------------------------------------------------------------------------------------
+
+    def add_routes(self, server: Any) -> None:
+        """Register ``GET /explain`` and ``GET /explain/{namespace}/{claim}`` on an ObservabilityServer."""
+        server.add_route("GET", "/explain", self.handle_list)
+        server.add_route("GET", "/explain/{namespace}/{claim}", self.handle_one)
+
+    async def handle_list(self, request: web.Request) -> web.Response:
+        items = [
+            {"claim": key, "pod": ex["pod"], "time": ex["time"], "message": ex["message"]}
+            for key, ex in reversed(self._by_claim.items())
+        ]
+        return web.json_response({"items": items})
+
+    async def handle_one(self, request: web.Request) -> web.Response:
+        key = f"{request.match_info['namespace']}/{request.match_info['claim']}"
+        found = self._by_claim.get(key)
+        if found is None:
+            return web.json_response(
+                {"claim": key,
+                 "message": "no explanation: the claim is unknown, allocated, or not tried yet"},
+                status=404,
+            )
+        return web.json_response(found)

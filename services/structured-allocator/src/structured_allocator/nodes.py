@@ -1,0 +1,100 @@
+"""Node filters: can this pod run on this node at all, before devices are looked at?
+
+Mirrors the kube-scheduler plugins a DRA pod needs from a secondary scheduler: NodeUnschedulable,
+node readiness, TaintToleration (NoSchedule/NoExecute), NodeName, NodeAffinity (``nodeSelector`` and
+required ``nodeAffinity``), plus the node selectors of claims that are already allocated. Each filter
+returns ``None`` (passes) or a short reason that is counted per reason in explanations, e.g.
+``3 node(s) had untolerated taint {gpu: NoSchedule}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from .core.pools import node_selector_matches
+
+__all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates"]
+
+_UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+
+def node_name(node: Mapping[str, Any]) -> str:
+    return (node.get("metadata") or {}).get("name", "")
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    for cond in (node.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready":
+            return cond.get("status") == "True"
+    return False
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 ``Toleration.ToleratesTaint``."""
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint.get("effect"):
+        return False
+    key = toleration.get("key") or ""
+    if key and key != taint.get("key"):
+        return False
+    operator = toleration.get("operator") or "Equal"
+    if operator == "Exists":
+        return True
+    if operator == "Equal":
+        return (toleration.get("value") or "") == (taint.get("value") or "")
+    return False
+
+
+def _untolerated(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> str | None:
+    for taint in taints:
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any(tolerates(t, taint) for t in tolerations):
+            return f"had untolerated taint {{{taint.get('key')}: {taint.get('effect')}}}"
+    return None
+
+
+def node_filter_reason(node: Mapping[str, Any], pod: Mapping[str, Any]) -> str | None:
+    """Why ``pod`` cannot run on ``node`` regardless of devices, or None."""
+    spec = pod.get("spec") or {}
+    tolerations = list(spec.get("tolerations") or [])
+    node_spec = node.get("spec") or {}
+    if node_spec.get("unschedulable") and not any(
+        tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
+    ):
+        return "were unschedulable"
+    if not _ready(node):
+        return "were not ready"
+    reason = _untolerated(node_spec.get("taints") or [], tolerations)
+    if reason:
+        return reason
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            return "didn't match Pod's node selector"
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required:
+        try:
+            if not node_selector_matches(node, required):
+                return "didn't match Pod's node affinity"
+        except ValueError:
+            return "didn't match Pod's node affinity (unsupported selector)"
+    return None
+
+
+def claim_selector_reason(node: Mapping[str, Any], allocations: Iterable[Mapping[str, Any]]) -> str | None:
+    """Why already-allocated claims (their ``nodeSelector``) rule ``node`` out, or None."""
+    for allocation in allocations:
+        selector = allocation.get("nodeSelector")
+        if selector is None:
+            continue
+        try:
+            ok = node_selector_matches(node, selector)
+        except ValueError:
+            ok = False
+        if not ok:
+            return "cannot use the node of an already allocated claim"
+    return None

@@ -1,0 +1,289 @@
+"""The scheduling loop: pods in a work queue, one in-memory decision at a time, writes in the background.
+
+::
+
+    informers ──(handlers enqueue pod keys)──▶ WorkQueue ──▶ reconcile(pod key)      [one worker]
+                                                                │ Decider.decide(pod): no I/O
+                         ┌──────────────────────────────────────┼─────────────────────────────┐
+                     Placement                               Waiting                   Unschedulable
+          assume the allocations, spawn the write   retried when the claim /    condition + Event + NATS,
+          pipeline (Binder) under a semaphore       its write shows up          explanation kept for HTTP
+
+Writes never stall decisions (upstream: PreBind runs in its own goroutine): the assume cache holds the
+devices while they are in flight. A failed pipeline is undone (the claim it allocated is deallocated),
+the assumptions are released and the pod is retried with exponential backoff. Unschedulable pods are
+retried when something that could help changes: slices, classes, nodes, a claim of theirs, any claim
+freeing devices (informer handlers), a pool change announced on NATS, or after ``unschedulable_retry``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from prometheus_client import Counter, Histogram
+
+from draflow_runtime.events import EventRecorder
+from draflow_runtime.informer import key_of
+from draflow_runtime.kube import KubeClient
+from draflow_runtime.log import bind, get_logger
+from draflow_runtime.reconcile import Done, RequeueAfter, Runner
+from draflow_runtime.tracing import context_from_annotations
+from draflow_runtime.workqueue import WorkQueue, registered_collector
+
+from .binder import Binder, ClaimPlan, Hooks, PodPlan
+from .decision import Decider, Unschedulable, Waiting
+from .explain_http import ExplanationStore
+from .report import Publish, Reporter
+from .scoring import make_scorer
+from .settings import Settings
+from .state import ClusterState
+
+__all__ = ["COMPONENT", "Scheduler"]
+
+log = get_logger(__name__)
+
+COMPONENT = "structured-allocator"
+
+DECISION_SECONDS = registered_collector(
+    Histogram, "draflow_allocator_decision_seconds",
+    "Time of one in-memory scheduling decision (no I/O).", ["outcome"],
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+)
+PLACEMENTS = registered_collector(
+    Counter, "draflow_allocator_placements_total", "Write pipelines by result: bound, failed.", ["result"]
+)
+
+
+class Scheduler:
+    """One leadership term of the allocator: informers, queue, decisions, write pipelines."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        kube: KubeClient,
+        *,
+        publish: Publish | None = None,
+        namespace: str | None = None,
+        hooks: Hooks | None = None,
+        tracer_provider: TracerProvider | None = None,
+        explanations: ExplanationStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(__name__)
+        self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace)
+        self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find)
+        self.binder = Binder(kube, settings.field_manager, self.tracer, hooks)
+        self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, publish)
+        self.explanations = explanations if explanations is not None else ExplanationStore(
+            settings.explanations_kept)
+        self.queue = WorkQueue(name="pods", base_delay=settings.write_retry_base, max_delay=30.0,
+                               qps=1000.0, burst=2000)
+        self.runner = Runner("scheduler", self.queue, self.reconcile, workers=1, timeout=30.0)
+        self.write_slots = asyncio.Semaphore(settings.write_concurrency)
+        self.in_flight: dict[str, PodPlan] = {}
+        self.unschedulable: set[str] = set()
+        self.decision_seconds: deque[float] = deque(maxlen=200_000)
+        self.placed = 0  # successful write pipelines (for tests and the benchmark)
+        self._waiters: dict[str, set[str]] = {}
+        self._bound: set[str] = set()  # placed, until the informer drops the pod (spec.nodeName set)
+        self._failures: dict[str, int] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._synced = False
+
+    @property
+    def synced(self) -> bool:
+        return self._synced
+
+    async def run(self) -> None:
+        """Sync the informers, then schedule until cancelled."""
+        try:
+            await self.state.start()
+            for pod in self.state.pods.list():
+                if self.state.ours(pod):
+                    self.queue.add(key_of(pod))
+            self._synced = True
+            log.info("allocator synced", pods=len(self.state.pods), claims=len(self.state.claims),
+                     slices=len(self.state.slices), nodes=len(self.state.nodes))
+            await self.runner.run()
+        finally:
+            self.queue.shutdown()
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.wait(self._tasks)
+            await self.state.stop()
+
+    # -- listener (informer handlers: enqueue only) ------------------------------------------------------
+
+    def pod_changed(self, key: str, pod: Mapping[str, Any] | None) -> None:
+        if pod is None:
+            self._bound.discard(key)
+            self.unschedulable.discard(key)
+            self.reporter.forget(key)
+            self._failures.pop(key, None)
+            return
+        self.queue.add(key)
+
+    def claim_changed(self, key: str, freed: bool) -> None:
+        for pod in self.state.pods_using_claim(key):
+            self.queue.add(key_of(pod))
+        if freed:
+            self.requeue_unschedulable()
+
+    def cluster_changed(self, what: str) -> None:
+        self.requeue_unschedulable()
+
+    def requeue_unschedulable(self) -> None:
+        for key in self.unschedulable:
+            self.queue.add(key)
+
+    async def nudge(self, data: bytes, headers: dict[str, str]) -> None:
+        """NATS ``draflow.events.pool.>``: a pool changed, pods waiting for devices may fit now."""
+        self.requeue_unschedulable()
+
+    # -- reconcile ----------------------------------------------------------------------------------------
+
+    async def reconcile(self, key: str) -> Done | RequeueAfter:
+        pod = self.state.pods.get(key)
+        if pod is None or not self.state.ours(pod) or pod["metadata"].get("deletionTimestamp"):
+            self.unschedulable.discard(key)
+            return Done()
+        if key in self.in_flight or key in self._bound:
+            return Done()  # in flight: its pipeline requeues the pod if it fails
+        with bind(pod=key):
+            return self.attempt(pod)
+
+    def attempt(self, pod: Mapping[str, Any]) -> Done | RequeueAfter:
+        """One scheduling attempt: decide (timed, no I/O), then start writes or report."""
+        key = key_of(dict(pod))
+        with self.tracer.start_as_current_span("schedule pod") as span:
+            span.set_attribute("draflow.pod", key)
+            started = time.perf_counter()
+            decision = self.decider.decide(pod)
+            elapsed = time.perf_counter() - started
+            outcome = type(decision).__name__.lower()
+            DECISION_SECONDS.labels(outcome).observe(elapsed)
+            self.decision_seconds.append(elapsed)
+            span.set_attribute("draflow.outcome", outcome)
+            if isinstance(decision, Waiting):
+                if decision.on_claim:
+                    self._waiters.setdefault(decision.on_claim, set()).add(key)
+                log.debug("pod waits", reason=decision.reason)
+                return Done()
+            if isinstance(decision, Unschedulable):
+                return self._unschedulable(pod, decision, span)
+            span.set_attribute("draflow.node", decision.node)
+            plan = PodPlan(pod, decision.node, [
+                ClaimPlan(p.claim, p.allocation, p.reserve,
+                          self._claim_context(p.claim, span, decision.node, p.allocation))
+                for p in decision.claims
+            ])
+            self.start_pipeline(plan)
+            return Done()
+
+    def start_pipeline(self, plan: PodPlan) -> asyncio.Task[bool]:
+        """Assume the plan's allocations and run its writes in the background."""
+        for cp in plan.claims:
+            if cp.allocation is not None:
+                self.state.assume.assume(cp.uid, cp.key, cp.allocation, plan.key)
+        self.in_flight[plan.key] = plan
+        task = asyncio.create_task(self._pipeline(plan), name=f"write-{plan.key}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _claim_context(self, claim: Mapping[str, Any], attempt: trace.Span, node: str | None,
+                       allocation: Mapping[str, Any] | None, error: str = "") -> Any:
+        """A span for the claim in this attempt, continuing the claim's own trace (annotation
+        ``draflow.dev/traceparent``, linked to the attempt) or else a child of the attempt."""
+        parent = context_from_annotations((claim.get("metadata") or {}).get("annotations"))
+        links = [trace.Link(attempt.get_span_context())] if parent is not None else None
+        span = self.tracer.start_span("allocate claim", context=parent, links=links)
+        meta = claim["metadata"]
+        span.set_attribute("draflow.claim", f"{meta['namespace']}/{meta['name']}")
+        if node:
+            span.set_attribute("draflow.node", node)
+        if allocation is not None:
+            span.set_attribute("draflow.devices", [
+                f"{r['driver']}/{r['pool']}/{r['device']}"
+                for r in (allocation.get("devices") or {}).get("results") or []])
+        if error:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, error[:200]))
+        span.end()
+        return trace.set_span_in_context(span, parent)
+
+    def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
+                       span: trace.Span) -> RequeueAfter:
+        key = key_of(dict(pod))
+        message = decision.explanation.message()
+        span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
+        for claim in decision.claims:
+            self._claim_context(claim, span, None, None, message)
+        self.unschedulable.add(key)
+        self.explanations.record(decision.explanation)
+        log.info("pod unschedulable", reason=message)
+        self._spawn(self.reporter.unschedulable(pod, message, decision.claims), f"report-{key}")
+        return RequeueAfter(self.settings.unschedulable_retry)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- write pipelines ------------------------------------------------------------------------------
+
+    async def _pipeline(self, plan: PodPlan) -> bool:
+        """Run the writes of ``plan``; True when all landed (and the pod is bound if ``plan.bind``)."""
+        key = plan.key
+        try:
+            async with self.write_slots:
+                await self.binder.execute(plan, lambda cp: self._claim_written(plan, cp))
+        except Exception as err:
+            PLACEMENTS.labels("failed").inc()
+            failures = self._failures.get(key, 0) + 1
+            self._failures[key] = failures
+            delay = min(self.settings.write_retry_base * 2 ** failures, 30.0)
+            log.warning("placement failed, undoing", pod=key, node=plan.node, error=repr(err),
+                        retry_in=delay)
+            try:
+                await self.binder.undo(plan)
+            finally:
+                for cp in plan.claims:
+                    if cp.allocation is not None:
+                        self.state.assume.release(cp.uid)
+                self.queue.add_after(key, delay)
+            await self.reporter.recorder.event(dict(plan.pod), "Warning", "FailedBinding",
+                                               f"placing on node {plan.node} failed: {err}")
+            return False
+        else:
+            PLACEMENTS.labels("bound" if plan.bind else "allocated").inc()
+            self.placed += 1
+            if plan.bind:
+                self._bound.add(key)
+            self._failures.pop(key, None)
+            self.unschedulable.discard(key)
+            self.reporter.forget(key)
+            self.explanations.forget([cp.key for cp in plan.claims])
+            log.info("pod placed", pod=key, node=plan.node, claims=[cp.key for cp in plan.claims])
+            return True
+        finally:
+            self.in_flight.pop(key, None)
+            for cp in plan.claims:
+                self._wake(cp.key)
+
+    async def _claim_written(self, plan: PodPlan, cp: ClaimPlan) -> None:
+        self.state.assume.mark_written(cp.uid)
+        self._wake(cp.key)
+        if cp.allocation is not None:
+            await self.reporter.allocated(cp.claim, cp.allocation, plan.key, plan.node)
+
+    def _wake(self, claim_key: str) -> None:
+        for pod_key in self._waiters.pop(claim_key, ()):
+            self.queue.add(pod_key)

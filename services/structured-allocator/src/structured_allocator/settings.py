@@ -1,0 +1,80 @@
+"""Settings of the structured-allocator: defaults, environment variables
+``DRAFLOW_STRUCTURED_ALLOCATOR_*`` and flags (flag > environment > default)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator
+from pydantic_settings import SettingsConfigDict
+
+from draflow_runtime.settings import ServiceSettings
+
+__all__ = ["Settings"]
+
+
+class Settings(ServiceSettings):
+    """structured-allocator: devices for claims and a node for the pod (a secondary scheduler)."""
+
+    model_config = SettingsConfigDict(env_prefix="DRAFLOW_STRUCTURED_ALLOCATOR_")
+
+    leader_election_id: str = Field(
+        "structured-allocator", description="Name of the leader-election Lease."
+    )
+    scheduler_names: str = Field(
+        "draflow",
+        min_length=1,
+        description="Comma-separated spec.schedulerName values of the pods this allocator schedules.",
+    )
+    field_manager: str = Field(
+        "draflow-structured-allocator", min_length=1, description="Field manager of every API write."
+    )
+    write_concurrency: int = Field(
+        32, ge=1, le=1024,
+        description="API write pipelines (claim status, reservedFor, binding) in flight at once.",
+    )
+    nodes_to_find: int = Field(
+        32, ge=1,
+        description="Stop looking after this many feasible nodes and score among them (0 < n; bounds "
+        "the decision time like kube-scheduler's percentageOfNodesToScore).",
+    )
+    scorer: Literal["pack", "spread"] = Field(
+        "pack", description="Node scorer: pack (fewest free devices left) or spread (most left)."
+    )
+    unschedulable_retry: float = Field(
+        60.0, gt=0, description="Seconds after which an unschedulable pod is tried again without any event."
+    )
+    write_retry_base: float = Field(
+        0.05, gt=0, description="First backoff (seconds) after a failed write pipeline; doubles per failure."
+    )
+    allocate_subject: str = Field(
+        "draflow.allocator.allocate",
+        min_length=1,
+        description="NATS request subject answered for pods created with spec.nodeName already set.",
+    )
+    pool_events_subject: str = Field(
+        "draflow.events.pool.>",
+        description="NATS subject of slice-publisher pool changes (nudges a retry of unschedulable pods).",
+    )
+    events_stream: str = Field(
+        "DRAFLOW_EVENTS",
+        description="JetStream stream declared for draflow.events.> (shared by all services); empty: none.",
+    )
+    events_max_age: float = Field(
+        86400.0, ge=0, description="Seconds the events stream keeps a message (0: unlimited)."
+    )
+    explanations_kept: int = Field(
+        2048, ge=1, description="Explanations of unallocatable claims kept for GET /explain."
+    )
+
+    @field_validator("scheduler_names")
+    @classmethod
+    def _names(cls, value: str) -> str:
+        names = [n.strip() for n in value.split(",") if n.strip()]
+        if not names:
+            raise ValueError("at least one scheduler name is needed")
+        return ",".join(names)
+
+    @property
+    def scheduler_name_set(self) -> frozenset[str]:
+        return frozenset(self.scheduler_names.split(","))

@@ -1,0 +1,168 @@
+"""Informers and indexes: everything a scheduling decision reads, kept current by watches.
+
+* pods not bound yet (``spec.nodeName=``; one scheduler name also filters ``spec.schedulerName``),
+  indexed by the claims they reference (``byClaim``: ``namespace/claim``);
+* ResourceClaims, fed into the :class:`~.assume.AssumeCache`;
+* ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental);
+* DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order).
+
+Handlers only update indexes and tell the :class:`Listener` what changed; the listener enqueues keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from draflow_runtime.informer import Informer, key_of
+from draflow_runtime.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+
+from .assume import AssumeCache
+from .core import SliceIndex
+
+__all__ = ["ClusterState", "Listener", "pod_claim_names"]
+
+
+class Listener(Protocol):
+    def pod_changed(self, key: str, pod: Mapping[str, Any] | None) -> None: ...
+    def claim_changed(self, key: str, freed: bool) -> None: ...
+    def cluster_changed(self, what: str) -> None: ...
+
+
+def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
+    """``(pod claim name, ResourceClaim name or None while the template claim is not created yet)``."""
+    statuses = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    }
+    out: list[tuple[str, str | None]] = []
+    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
+        name = entry.get("name", "")
+        if entry.get("resourceClaimName"):
+            out.append((name, entry["resourceClaimName"]))
+        else:
+            out.append((name, statuses.get(name)))
+    return out
+
+
+def _claims_of_pod(pod: dict[str, Any]) -> list[str]:
+    ns = pod["metadata"].get("namespace", "")
+    return [f"{ns}/{claim}" for _, claim in pod_claim_names(pod) if claim]
+
+
+def _scheduling_view(pod: Mapping[str, Any] | None) -> Any:
+    """What a pod update must change to be worth a new attempt (not our own condition writes)."""
+    if pod is None:
+        return None
+    meta = pod.get("metadata") or {}
+    return (
+        pod.get("spec"),
+        (pod.get("status") or {}).get("resourceClaimStatuses"),
+        meta.get("deletionTimestamp"),
+        meta.get("labels"),
+    )
+
+
+class ClusterState:
+    """The informers of one leadership term and the indexes built from them."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        scheduler_names: frozenset[str],
+        listener: Listener,
+        *,
+        namespace: str | None = None,
+    ) -> None:
+        self.scheduler_names = scheduler_names
+        self.namespace = namespace  # pods and claims of this namespace only; None: all
+        self.listener = listener
+        self.assume = AssumeCache()
+        self.slices = SliceIndex()
+        selector = "spec.nodeName="
+        if len(scheduler_names) == 1:
+            selector += ",spec.schedulerName=" + next(iter(scheduler_names))
+        self.pods = Informer(kube, PODS, namespace, field_selector=selector,
+                             indexers={"byClaim": _claims_of_pod}, name="pending-pods")
+        self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="claims")
+        self.slice_informer = Informer(kube, RESOURCE_SLICES, name="slices")
+        self.classes = Informer(kube, DEVICE_CLASSES, name="deviceclasses")
+        self.nodes = Informer(kube, NODES, name="nodes")
+        self._node_order: list[str] | None = None
+        self.pods.add_handler(self._on_pod)
+        self.claims.add_handler(self._on_claim)
+        self.slice_informer.add_handler(self._on_slice)
+        self.classes.add_handler(self._on_class)
+        self.nodes.add_handler(self._on_node)
+
+    @property
+    def informers(self) -> list[Informer]:
+        return [self.classes, self.nodes, self.slice_informer, self.claims, self.pods]
+
+    async def start(self) -> None:
+        """Start every informer and wait until all are synced (claims before pods: the assume cache
+        is complete before the first decision)."""
+        for inf in self.informers:
+            await inf.start()
+        for inf in self.informers:
+            await inf.wait_synced()
+
+    async def stop(self) -> None:
+        for inf in self.informers:
+            await inf.stop()
+
+    @property
+    def synced(self) -> bool:
+        return all(inf.synced for inf in self.informers)
+
+    # -- reads -------------------------------------------------------------------------------------
+
+    def node_names(self) -> list[str]:
+        if self._node_order is None:
+            self._node_order = sorted(self.nodes.keys())
+        return self._node_order
+
+    def classes_by_name(self) -> dict[str, dict[str, Any]]:
+        return {c["metadata"]["name"]: c for c in self.classes.list()}
+
+    def pods_using_claim(self, claim_key: str) -> list[dict[str, Any]]:
+        return self.pods.by_index("byClaim", claim_key)
+
+    def ours(self, pod: Mapping[str, Any]) -> bool:
+        spec = pod.get("spec") or {}
+        return spec.get("schedulerName", "default-scheduler") in self.scheduler_names and not spec.get(
+            "nodeName"
+        )
+
+    # -- handlers ------------------------------------------------------------------------------------
+
+    def _on_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        pod = new if new is not None else old
+        assert pod is not None
+        if event == "update" and _scheduling_view(old) == _scheduling_view(new):
+            return
+        if new is not None and not self.ours(new):
+            return
+        self.listener.pod_changed(key_of(pod), new)
+
+    def _on_claim(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        claim = new if new is not None else old
+        assert claim is not None
+        freed = self.assume.observe_claim(new, uid=claim["metadata"].get("uid", ""))
+        self.listener.claim_changed(key_of(claim), freed)
+
+    def _on_slice(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if new is None:
+            assert old is not None
+            self.slices.remove(old["metadata"]["name"])
+        else:
+            self.slices.upsert(new)
+        self.listener.cluster_changed("slice")
+
+    def _on_class(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self.listener.cluster_changed("class")
+
+    def _on_node(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if event != "update":
+            self._node_order = None
+        self.listener.cluster_changed("node")
