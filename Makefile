@@ -48,8 +48,8 @@ down: ## Stop everything `make up` started and remove its state
 	@$(UV) run --frozen draflow-testenv down
 
 .PHONY: bench
-bench: sync binaries ## Benchmarks; results go to docs/benchmarks.md
-	@$(UV) run --frozen python -m draflow_testenv.bench --output docs/benchmarks.md
+bench: sync binaries ## Benchmarks (QUICK=1 for small sizes); results go to docs/benchmarks.md
+	@$(UV) run --frozen python hack/bench.py --output docs/benchmarks.md $(if $(QUICK),--quick,)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and local state (not the binary cache)

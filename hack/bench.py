@@ -1,0 +1,152 @@
+"""Run every draflow benchmark and write the results to docs/benchmarks.md.
+
+Each benchmark is a script next to the code it measures (`<member>/bench/*.py`); this runner only runs them
+one after another (they share a 2-core machine, so never in parallel), keeps what each printed, and writes one
+Markdown page with the command, the machine and the date. Numbers are never asserted here or in tests.
+
+    python hack/bench.py [--output docs/benchmarks.md] [--quick] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    title: str
+    script: str
+    args: tuple[str, ...] = ()
+    quick_args: tuple[str, ...] = ()
+
+
+BENCHES = (
+    Bench(
+        "decode",
+        "Decode cost of a ~1 MB ResourceSliceList (runtime)",
+        "libs/draflow-runtime/bench/decode_cost.py",
+    ),
+    Bench(
+        "cel",
+        "CEL selector evaluation (structured-allocator core)",
+        "services/structured-allocator/bench/cel_eval.py",
+    ),
+    Bench(
+        "scheduler",
+        "SchedulingWithResourceClaimTemplate, scheduler_perf style (structured-allocator)",
+        "services/structured-allocator/bench/scheduler_perf.py",
+        ("--nodes", "500", "--devices-per-node", "10", "--pods", "5000"),
+        (
+            "--nodes",
+            "50",
+            "--devices-per-node",
+            "10",
+            "--pods",
+            "300",
+            "--memory-nodes",
+            "500,5000",
+            "--memory-pods",
+            "1000",
+        ),
+    ),
+    Bench(
+        "claims",
+        "Claim creation under pod churn (claim-controller)",
+        "services/claim-controller/bench/churn.py",
+        (),
+        ("--pods", "300"),
+    ),
+    Bench(
+        "prepare",
+        "NodePrepareResources over the unix socket (kubelet-dra-shim + reference-driver)",
+        "services/kubelet-dra-shim/bench/prepare.py",
+        (),
+        ("--calls", "100", "--pods", "50", "--fleet-nodes", "20"),
+    ),
+    Bench(
+        "publish",
+        "Publishing ResourceSlices for a fleet (slice-publisher + reference-driver)",
+        "services/slice-publisher/bench/publish.py",
+        (),
+        ("--nodes", "100"),
+    ),
+)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    system = f"{platform.system()} {platform.release()}"
+    return f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, {system}, Python {platform.python_version()}"
+
+
+def run(bench: Bench, quick: bool) -> tuple[str, str, float, int]:
+    argv = [sys.executable, bench.script, *(bench.quick_args if quick else bench.args)]
+    shown = " ".join(["python", *argv[1:]])
+    print(f"[bench] {bench.name}: {shown}", file=sys.stderr, flush=True)
+    start = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, check=False)
+    took = time.monotonic() - start
+    out = proc.stdout.strip()
+    if proc.returncode != 0:
+        out = f"{out}\n\nFAILED (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}"
+    return shown, out, took, proc.returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--output", default="docs/benchmarks.md")
+    parser.add_argument("--quick", action="store_true", help="smaller sizes, for a quick look")
+    parser.add_argument(
+        "--only", nargs="*", default=None, help="names: " + ", ".join(b.name for b in BENCHES)
+    )
+    args = parser.parse_args()
+    chosen = [b for b in BENCHES if args.only is None or b.name in args.only]
+
+    sections = []
+    failed = 0
+    for bench in chosen:
+        if not (ROOT / bench.script).exists():
+            sections.append(f"## {bench.title}\n\nNot run: `{bench.script}` does not exist yet.\n")
+            continue
+        shown, out, took, rc = run(bench, args.quick)
+        failed += rc != 0
+        body = out if out.lstrip().startswith(("|", "#", "-")) else f"```\n{out}\n```"
+        sections.append(f"## {bench.title}\n\nCommand: `{shown}` ({took:.0f} s)\n\n{body}\n")
+
+    mode = "make bench QUICK=1" if args.quick else "make bench"
+    header = (
+        "# draflow benchmarks\n\n"
+        f"Measured by `{mode}` (hack/bench.py) on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.\n\n"
+        f"Machine: {machine()}.\n\n"
+        "Each benchmark runs against the real servers started by draflow-testenv on loopback unless it says\n"
+        "otherwise. Numbers from a shared or loaded machine are pessimistic: rerun `make bench`.\n\n"
+    )
+    out_path = ROOT / args.output
+    out_path.write_text(header + "\n".join(sections))
+    print(f"[bench] wrote {out_path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""syncClaim: drop stale ``reservedFor`` entries, deallocate, release and delete claims nobody needs.
+
+The decisions are the pure :func:`~claim_controller.reservations.plan_claim`; this module gathers what
+it needs (pod states: cache, deleted-UID cache, live GET) and makes the writes, each one safe against
+concurrent writers:
+
+- removing some entries while others stay: a strategic-merge ``$patch: delete`` per UID (reservedFor is
+  a list map keyed by UID), so a consumer added meanwhile is untouched — the same patch upstream's
+  scheduler uses;
+- emptying ``reservedFor`` and deallocating: one status merge patch carrying ``metadata.resourceVersion``
+  (compare-and-swap: a reservation added meanwhile makes it fail with Conflict and the retry decides
+  again from fresh state);
+- releasing the finalizer: a merge patch with ``resourceVersion`` after the allocation is gone;
+- deleting a generated claim: DELETE with a UID precondition.
+
+Idempotent: a cleaned-up claim plans no writes. A claim that has left the cache is announced as
+``deleted`` on NATS once (from the informer's tombstone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from draflow_runtime.errors import ApiError, Conflict, NotFound
+from draflow_runtime.kube import RESOURCE_CLAIMS
+from draflow_runtime.log import bind, get_logger
+from draflow_runtime.reconcile import Done
+from draflow_runtime.tracing import context_from_annotations
+
+from . import metrics
+from .context import Context
+from .naming import DELETE_PROTECTION_FINALIZER
+from .ownership import owning_pod
+from .reservations import UNKNOWN, ClaimPlan, PodState, is_pod_reference, plan_claim
+
+__all__ = ["sync_claim"]
+
+log = get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+async def sync_claim(ctx: Context, namespace: str, name: str) -> Done:
+    """Reconcile claim ``namespace/name`` (see module docstring). Idempotent."""
+    key = f"{namespace}/{name}"
+    claim = ctx.claim(namespace, name)
+    if claim is None:
+        tombstone = ctx.tombstones.pop(key)
+        if tombstone is not None:
+            await ctx.events.deleted(tombstone)
+        return Done()
+    with bind(claim=key):
+        plan = await _plan(ctx, claim)
+        if plan.empty:
+            return Done()
+        annotations = (claim.get("metadata") or {}).get("annotations")
+        # Continue the claim's own trace (started by claim.create) when it has one.
+        parent = context_from_annotations(annotations)
+        with ctx.tracer.start_as_current_span("claim.cleanup", context=parent) as span:
+            span.set_attribute("k8s.namespace.name", namespace)
+            span.set_attribute("k8s.resourceclaim.name", name)
+            await _apply(ctx, claim, plan)
+    return Done()
+
+
+async def _plan(ctx: Context, claim: Obj) -> ClaimPlan:
+    namespace = claim["metadata"]["namespace"]
+    pods: dict[str, PodState] = {}
+    for ref in (claim.get("status") or {}).get("reservedFor") or ():
+        if is_pod_reference(ref):
+            pod_name = ref.get("name", "")
+            pods[pod_name] = await ctx.pod_state(namespace, pod_name, ref.get("uid", ""))
+    plan = plan_claim(claim, pods)
+    owner = owning_pod(claim)
+    if owner is None or plan.remaining or (claim["metadata"].get("deletionTimestamp")):
+        return plan
+    # Only a generated claim with nothing left reserved needs its owner looked up.
+    state = pods.get(owner[0], UNKNOWN)
+    if state is UNKNOWN:
+        state = await ctx.pod_state(namespace, owner[0], owner[1])
+    return plan_claim(claim, pods, state)
+
+
+async def _apply(ctx: Context, claim: Obj, plan: ClaimPlan) -> None:
+    meta = claim["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    current = claim
+    try:
+        if plan.drop and plan.remaining:
+            current = await _remove_reservations(ctx, current, plan)
+        elif plan.drop or plan.deallocate:
+            current = await _empty_and_deallocate(ctx, current, plan)
+        if plan.release_finalizer:
+            current = await _release_finalizer(ctx, current)
+        if plan.delete:
+            await _delete(ctx, current)
+    except NotFound:
+        log.info("claim vanished during clean-up", claim=f"{namespace}/{name}")
+
+
+async def _remove_reservations(ctx: Context, claim: Obj, plan: ClaimPlan) -> Obj:
+    meta = claim["metadata"]
+    patch = {
+        "metadata": {"uid": meta["uid"]},
+        "status": {"reservedFor": [{"$patch": "delete", "uid": ref["uid"]} for ref in plan.drop]},
+    }
+    updated = await _patch_status(ctx, claim, patch, "strategic", "unreserve")
+    metrics.RESERVATIONS_REMOVED.inc(len(plan.drop))
+    log.info("reservations removed", pods=[r.get("name") for r in plan.drop], remaining=plan.remaining)
+    return updated
+
+
+async def _empty_and_deallocate(ctx: Context, claim: Obj, plan: ClaimPlan) -> Obj:
+    meta = claim["metadata"]
+    status: dict[str, Any] = {}
+    if plan.drop:
+        status["reservedFor"] = None
+    if plan.deallocate:
+        status.update(allocation=None, devices=None)
+    patch = {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}, "status": status}
+    updated = await _patch_status(ctx, claim, patch, "merge", "deallocate")
+    if plan.drop:
+        metrics.RESERVATIONS_REMOVED.inc(len(plan.drop))
+    if plan.deallocate:
+        metrics.CLAIMS_DEALLOCATED.inc()
+        log.info("claim deallocated", pods=[r.get("name") for r in plan.drop])
+        await ctx.events.deallocated(claim)
+    return updated
+
+
+async def _release_finalizer(ctx: Context, claim: Obj) -> Obj:
+    meta = claim["metadata"]
+    status = claim.get("status") or {}
+    finalizers = list(meta.get("finalizers") or ())
+    if DELETE_PROTECTION_FINALIZER not in finalizers:
+        return claim
+    if status.get("allocation") is not None or status.get("reservedFor"):
+        raise Conflict(409, "Conflict", "claim was allocated or reserved again; deciding again")
+    patch = {
+        "metadata": {
+            "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"],
+            "finalizers": [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER],
+        }
+    }
+    try:
+        updated = await ctx.kube.patch(RESOURCE_CLAIMS, meta["name"], patch, meta["namespace"],
+                                       field_manager=ctx.settings.field_manager)
+    except ApiError:
+        metrics.ERRORS.labels(operation="finalizer").inc()
+        raise
+    ctx.mutations.mutated(updated)
+    log.info("delete-protection finalizer removed")
+    return updated
+
+
+async def _delete(ctx: Context, claim: Obj) -> None:
+    meta = claim["metadata"]
+    try:
+        await ctx.kube.delete(RESOURCE_CLAIMS, meta["name"], meta["namespace"],
+                              preconditions={"uid": meta["uid"]})
+    except NotFound:
+        return
+    except ApiError:
+        metrics.ERRORS.labels(operation="delete").inc()
+        raise
+    metrics.CLAIMS_DELETED.inc()
+    log.info("generated claim deleted, its pod is done")
+
+
+async def _patch_status(ctx: Context, claim: Obj, patch: Obj, patch_type: str, operation: str) -> Obj:
+    meta = claim["metadata"]
+    try:
+        updated = await ctx.kube.patch(RESOURCE_CLAIMS, meta["name"], patch, meta["namespace"],
+                                       patch_type=patch_type,  # type: ignore[arg-type]
+                                       subresource="status", field_manager=ctx.settings.field_manager)
+    except Conflict:
+        raise  # stale view: the retry decides again from fresh state
+    except ApiError:
+        metrics.ERRORS.labels(operation=operation).inc()
+        raise
+    ctx.mutations.mutated(updated)
+    return updated

@@ -1,0 +1,145 @@
+"""What a reconcile may read and use: caches, the mutation cache, the API client, Events, NATS.
+
+Reconciles read only from here (informer caches merged with the mutation cache); the few live GETs
+(an unknown reserved pod, a recorded claim missing from the cache, the Node of a bound pod whose
+allocation selects by labels) go through the helpers below, so every one of them is in one place.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry import trace
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.events import EventRecorder
+from draflow_runtime.informer import Informer
+from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS, KubeClient
+
+from .allocator import AllocatorClient
+from .events_bus import ClaimEvents
+from .mutation_cache import MutationCache
+from .reservations import GONE, PodState
+from .settings import Settings
+
+__all__ = ["BY_CLAIM", "BY_OWNER_UID", "BY_TEMPLATE", "Context", "DeletedPods", "Hooks", "Tombstones"]
+
+#: Pod index: ``<ns>/<claim>`` of every claim the pod uses (spec references and recorded names).
+BY_CLAIM = "byClaim"
+#: Pod index: ``<ns>/<template>`` of every template the pod's claims come from.
+BY_TEMPLATE = "byTemplate"
+#: Claim index: UID of the pod that controls the claim.
+BY_OWNER_UID = "byOwnerUID"
+
+Obj = dict[str, Any]
+
+
+@dataclass
+class Hooks:
+    """Test seams. ``after_claim_create(pod, claim)`` runs right after a claim create succeeded and
+    before the pod status is written: raising or blocking there simulates a crash at the worst moment."""
+
+    after_claim_create: Callable[[Obj, Obj], Awaitable[None]] | None = None
+
+
+class DeletedPods:
+    """LRU of the UIDs of pods the informer saw deleted (upstream keeps 500)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._uids: OrderedDict[str, None] = OrderedDict()
+
+    def add(self, uid: str) -> None:
+        self._uids[uid] = None
+        self._uids.move_to_end(uid)
+        while len(self._uids) > self._size:
+            self._uids.popitem(last=False)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._uids
+
+
+class Tombstones:
+    """Claims the informer saw deleted, until the claim's reconcile has announced it (bounded)."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Obj] = OrderedDict()
+
+    def add(self, key: str, claim: Obj) -> None:
+        self._items[key] = claim
+        self._items.move_to_end(key)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+    def pop(self, key: str) -> Obj | None:
+        return self._items.pop(key, None)
+
+    def discard(self, key: str) -> None:
+        self._items.pop(key, None)
+
+
+@dataclass
+class Context:
+    """Dependencies of ``sync_pod``/``sync_claim``; built by the ``Controller``."""
+
+    settings: Settings
+    kube: KubeClient
+    pods: Informer
+    claims: Informer
+    templates: Informer
+    recorder: EventRecorder
+    events: ClaimEvents
+    allocator: AllocatorClient
+    mutations: MutationCache
+    deleted_pods: DeletedPods
+    tombstones: Tombstones = field(default_factory=Tombstones)
+    hooks: Hooks = field(default_factory=Hooks)
+    tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer("claim_controller"))
+
+    def claim(self, namespace: str, name: str) -> Obj | None:
+        """The claim from the informer, or the newer copy this process wrote."""
+        key = f"{namespace}/{name}"
+        return self.mutations.get(key, self.claims.get(key))  # type: ignore[return-value]
+
+    def claims_owned_by(self, pod_uid: str) -> list[Obj]:
+        """Claims controlled by the pod with ``pod_uid`` (informer index + mutation cache)."""
+        return self.mutations.by_owner(pod_uid, self.claims.by_index(BY_OWNER_UID, pod_uid))  # type: ignore[return-value]
+
+    def pods_indexed(self, index: str, value: str) -> list[Obj]:
+        """Cached pods under ``index`` = ``value`` (``BY_CLAIM``/``BY_TEMPLATE``)."""
+        # Informer.list (a method) shadows the builtin in the informer's annotations, so mypy cannot
+        # read by_index's return type; the value is a plain list of dicts.
+        return list(self.pods.by_index(index, value))  # type: ignore[attr-defined]
+
+    async def live_claim(self, namespace: str, name: str) -> Obj | None:
+        """GET the claim (the cache may lag); None when it does not exist. Kept in the mutation cache."""
+        try:
+            claim = await self.kube.get(RESOURCE_CLAIMS, name, namespace)
+        except NotFound:
+            return None
+        self.mutations.mutated(claim)
+        return claim
+
+    async def pod_state(self, namespace: str, name: str, uid: str) -> PodState:
+        """What is known of pod ``name`` that had ``uid``: cache, then deleted UIDs, then a live GET."""
+        if uid and uid in self.deleted_pods:
+            return GONE
+        cached = self.pods.get(f"{namespace}/{name}")
+        if cached is not None:
+            return cached
+        try:
+            return await self.kube.get(PODS, name, namespace)
+        except NotFound:
+            return GONE
+
+    async def node_labels(self, name: str) -> dict[str, str] | None:
+        """Labels of Node ``name`` (live GET: needed only for label-based allocation selectors)."""
+        try:
+            node = await self.kube.get(NODES, name)
+        except NotFound:
+            return None
+        return dict((node.get("metadata") or {}).get("labels") or {})

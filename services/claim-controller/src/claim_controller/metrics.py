@@ -1,0 +1,60 @@
+"""Prometheus metrics of the claim-controller (the runner adds queue depth, queue and reconcile latency)."""
+
+from __future__ import annotations
+
+from prometheus_client import Counter
+
+from draflow_runtime.workqueue import registered_collector
+
+__all__ = [
+    "ALLOCATION_REQUESTS",
+    "CLAIMS_CREATED",
+    "CLAIMS_DEALLOCATED",
+    "CLAIMS_DELETED",
+    "ERRORS",
+    "RESERVATIONS_ADDED",
+    "RESERVATIONS_REMOVED",
+]
+
+CLAIMS_CREATED = registered_collector(
+    Counter,
+    "draflow_claim_controller_claims_created",
+    "ResourceClaims created from templates.",
+    [],
+)
+ERRORS = registered_collector(
+    Counter,
+    "draflow_claim_controller_errors",
+    "Failed API writes and requests by operation.",
+    ["operation"],
+)
+CLAIMS_DEALLOCATED = registered_collector(
+    Counter,
+    "draflow_claim_controller_claims_deallocated",
+    "Claims deallocated after their last consumer.",
+    [],
+)
+CLAIMS_DELETED = registered_collector(
+    Counter,
+    "draflow_claim_controller_claims_deleted",
+    "Generated claims deleted because their pod finished.",
+    [],
+)
+RESERVATIONS_REMOVED = registered_collector(
+    Counter,
+    "draflow_claim_controller_reservations_removed",
+    "Stale reservedFor entries removed.",
+    [],
+)
+RESERVATIONS_ADDED = registered_collector(
+    Counter,
+    "draflow_claim_controller_reservations_added",
+    "Pods with spec.nodeName added to reservedFor.",
+    [],
+)
+ALLOCATION_REQUESTS = registered_collector(
+    Counter,
+    "draflow_claim_controller_allocation_requests",
+    "Allocation requests to the allocator by result (ok, refused, unavailable).",
+    ["result"],
+)

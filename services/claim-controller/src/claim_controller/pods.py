@@ -1,0 +1,325 @@
+"""syncPod: the claims a pod needs exist, are recorded in its status, and (for a pod that already has
+``spec.nodeName``) are allocated and reserved for it.
+
+Level-triggered and idempotent: everything is decided from the pod and the claims as the caches show
+them now, so running it twice, or after a crash at any point, converges to the same state:
+
+- a generated claim is looked up by its recorded name, then by owner UID + pod-claim annotation (a claim
+  created before a failed status write or a crash), and only then created — never twice;
+- ``status.resourceClaimStatuses`` is written by server-side apply (own field manager, force) with every
+  generated claim known, so a repeated apply changes nothing;
+- a pod bound to a node without the allocator's help gets its claims allocated through the allocator
+  (NATS request/reply) and reserved with a patch that merges into ``reservedFor`` by UID.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from opentelemetry.context import Context as OtelContext
+
+from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
+from draflow_runtime.log import bind, get_logger
+from draflow_runtime.reconcile import Done, RequeueAfter, TerminalError
+from draflow_runtime.tracing import inject_into_annotations
+
+from . import metrics
+from .allocator import AllocationRefused, AllocatorUnavailable
+from .context import Context
+from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
+from .nodeselector import node_selector_admits, selector_needs_labels
+from .ownership import PodClaim, is_generated_for, is_owned_by_pod, pod_claims, pod_is_done
+
+__all__ = ["PodClaimError", "sync_pod"]
+
+log = get_logger(__name__)
+
+Obj = dict[str, Any]
+RESERVED_FOR_MAX = 256
+
+
+class PodClaimError(TerminalError):
+    """A pod's claim cannot be made or used and retrying will not help; becomes a Warning Event with
+    ``reason`` on the pod (the runner calls the controller's ``on_terminal``)."""
+
+    def __init__(self, message: str, *, pod: Obj, reason: str, claim: str = "") -> None:
+        super().__init__(message, obj=pod)
+        self.reason = reason
+        self.claim = claim
+
+
+async def sync_pod(ctx: Context, namespace: str, name: str) -> Done | RequeueAfter:
+    """Reconcile pod ``namespace/name`` (see module docstring). Idempotent."""
+    pod = ctx.pods.get(f"{namespace}/{name}")
+    if pod is None:
+        return Done()  # gone: its claims are cleaned up by their own reconciles
+    if (pod.get("metadata") or {}).get("deletionTimestamp") or pod_is_done(pod):
+        return Done()  # never create claims for a pod that will not run
+    with bind(pod=f"{namespace}/{name}"):
+        names = await _ensure_claims(ctx, pod)
+        if names:
+            try:
+                await _record_statuses(ctx, pod, names)
+            except NotFound:
+                return Done()  # deleted meanwhile: the claims are owned by it and get cleaned up
+        if (pod.get("spec") or {}).get("nodeName"):
+            return await _reserve_for_bound_pod(ctx, pod)
+    return Done()
+
+
+# -- generated claims ----------------------------------------------------------------------------------
+
+
+async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
+    """Make sure every template claim of ``pod`` exists; return ``{podClaim: claimName}`` of all of them
+    (existing and new). Direct references to missing claims become Events."""
+    names: dict[str, str] = {}
+    for pc in pod_claims(pod):
+        if not pc.needed:
+            continue
+        if not pc.generated:
+            if pc.claim_name and ctx.claim(_ns(pod), pc.claim_name) is None:
+                await ctx.recorder.event(
+                    pod, "Warning", "ResourceClaimNotFound",
+                    f"pod claim {pc.name}: ResourceClaim {pc.claim_name} does not exist (yet)",
+                )
+            continue
+        claim = await _existing_claim(ctx, pod, pc)
+        if claim is None:
+            claim = await _create_claim(ctx, pod, pc)
+            if claim is not None and pc.claim_name:
+                await ctx.recorder.event(
+                    pod, "Warning", "ResourceClaimRecreated",
+                    f"pod claim {pc.name}: ResourceClaim {pc.claim_name} was deleted; created "
+                    f"{claim['metadata']['name']} instead",
+                )
+        if claim is not None:
+            names[pc.name] = claim["metadata"]["name"]
+    return names
+
+
+async def _existing_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
+    """The claim already generated for ``pc``: by recorded name, else by owner UID and annotation."""
+    namespace, pod_uid = _ns(pod), pod["metadata"].get("uid", "")
+    if pc.claim_name:
+        claim = ctx.claim(namespace, pc.claim_name) or await ctx.live_claim(namespace, pc.claim_name)
+        if claim is not None and is_owned_by_pod(claim, pod):
+            return claim
+        log.info("recorded claim is gone or not owned by the pod, generating a new one",
+                 claim=f"{namespace}/{pc.claim_name}", pod_claim=pc.name)
+    for claim in ctx.claims_owned_by(pod_uid):
+        deleting = (claim.get("metadata") or {}).get("deletionTimestamp")
+        if is_generated_for(claim, pod, pc.name) and not deleting:
+            return claim
+    return None
+
+
+def _claim_body(pod: Obj, pc: PodClaim, template: Mapping[str, Any]) -> Obj:
+    """The ResourceClaim generated from ``template`` for pod claim ``pc`` (a fresh dict)."""
+    tmeta = (template.get("spec") or {}).get("metadata") or {}
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations[POD_CLAIM_NAME_ANNOTATION] = pc.name
+    meta = pod["metadata"]
+    return {
+        "apiVersion": RESOURCE_CLAIMS.api_version,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": generate_name(meta["name"], pc.name),
+            "namespace": meta["namespace"],
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": annotations,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": (template.get("spec") or {}).get("spec") or {},
+    }
+
+
+async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
+    """Create the claim for ``pc`` under a new root span ``claim.create`` whose traceparent goes into the
+    claim's annotations. Returns None (after a Warning Event) when the template is missing: the
+    template's arrival enqueues the pod again."""
+    namespace = _ns(pod)
+    template = ctx.templates.get(f"{namespace}/{pc.template_name}")
+    if template is None:
+        await ctx.recorder.event(
+            pod, "Warning", "FailedResourceClaimCreation",
+            f"pod claim {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
+        )
+        return None
+    body = _claim_body(pod, pc, template)
+    # A root span: the claim's whole life (allocation, preparation...) is one trace starting here.
+    with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
+        span.set_attribute("k8s.namespace.name", namespace)
+        span.set_attribute("k8s.pod.name", pod["metadata"]["name"])
+        span.set_attribute("draflow.pod_claim", pc.name)
+        span.set_attribute("draflow.template", pc.template_name or "")
+        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
+        try:
+            claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
+                                          field_manager=ctx.settings.field_manager)
+        except Invalid as exc:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise PodClaimError(f"pod claim {pc.name}: claim from template {pc.template_name} is invalid: "
+                                f"{exc.message}", pod=pod, reason="FailedResourceClaimCreation") from exc
+        except ApiError:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise
+        span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
+        span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
+        ctx.mutations.mutated(claim)
+        metrics.CLAIMS_CREATED.inc()
+        log.info("claim created", claim=f"{namespace}/{claim['metadata']['name']}", pod_claim=pc.name)
+        await ctx.events.created(claim, f"{namespace}/{pod['metadata']['name']}",
+                                 (pod.get("spec") or {}).get("nodeName"))
+    if ctx.hooks.after_claim_create is not None:
+        await ctx.hooks.after_claim_create(pod, claim)
+    return claim
+
+
+async def _record_statuses(ctx: Context, pod: Obj, names: Mapping[str, str]) -> None:
+    """Server-side apply ``status.resourceClaimStatuses`` with every generated claim (no-op if recorded)."""
+    recorded = {
+        s.get("name"): s.get("resourceClaimName")
+        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+    }
+    if all(recorded.get(k) == v for k, v in names.items()):
+        return
+    meta = pod["metadata"]
+    apply = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+        "status": {
+            "resourceClaimStatuses": [{"name": k, "resourceClaimName": v} for k, v in sorted(names.items())]
+        },
+    }
+    try:
+        await ctx.kube.patch(PODS, meta["name"], apply, meta["namespace"], patch_type="apply",
+                             subresource="status", field_manager=ctx.settings.field_manager, force=True)
+    except (NotFound, Conflict):
+        raise  # NotFound: the pod is gone; Conflict: a new pod with the same name (UID differs): retry
+    except ApiError:
+        metrics.ERRORS.labels(operation="pod-status").inc()
+        raise
+
+
+# -- pods that already have spec.nodeName --------------------------------------------------------------
+
+
+async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
+    """Claims of a pod bound to a node: reserve the allocated ones for it; ask the allocator for the rest."""
+    node = pod["spec"]["nodeName"]
+    namespace = _ns(pod)
+    unallocated: list[str] = []
+    for pc in pod_claims(pod):
+        if not pc.needed:
+            continue
+        if pc.claim_name is None:
+            return Done()  # not created yet; the status write enqueues the pod again
+        claim = ctx.claim(namespace, pc.claim_name)
+        if claim is None:
+            return Done()  # the claim's arrival enqueues the pod again
+        if pc.generated and not is_owned_by_pod(claim, pod):
+            raise PodClaimError(f"ResourceClaim {pc.claim_name} was not created for this pod", pod=pod,
+                                reason="ResourceClaimNotUsable", claim=pc.claim_name or "")
+        status = claim.get("status") or {}
+        if status.get("allocation") is None:
+            unallocated.append(pc.claim_name)
+        elif not _reserved_for(claim, pod):
+            await _reserve(ctx, pod, claim, node)
+    if unallocated:
+        return await _request_allocation(ctx, pod, unallocated)
+    return Done()
+
+
+def _reserved_for(claim: Obj, pod: Obj) -> bool:
+    uid = pod["metadata"].get("uid")
+    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or ())
+
+
+async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
+    """Add ``pod`` to the claim's ``reservedFor`` if the allocation admits ``node``.
+
+    A strategic-merge patch keyed by UID adds the entry without rewriting the list (concurrent
+    additions survive); ``metadata.uid`` in the patch guards against a replaced claim.
+    """
+    cmeta = claim["metadata"]
+    allocation = claim["status"]["allocation"]
+    selector = allocation.get("nodeSelector")
+    labels = await ctx.node_labels(node) if selector_needs_labels(selector) else None
+    if not node_selector_admits(selector, node, labels):
+        raise PodClaimError(
+            f"ResourceClaim {cmeta['name']} is allocated for other nodes than {node}; it cannot be used "
+            "by this pod", pod=pod, reason="ResourceClaimNotUsable", claim=cmeta["name"])
+    if cmeta.get("deletionTimestamp"):
+        raise PodClaimError(f"ResourceClaim {cmeta['name']} is being deleted", pod=pod,
+                            reason="ResourceClaimNotUsable", claim=cmeta["name"])
+    if len(claim["status"].get("reservedFor") or ()) >= RESERVED_FOR_MAX:
+        raise PodClaimError(f"ResourceClaim {cmeta['name']} is reserved for {RESERVED_FOR_MAX} consumers "
+                            "already", pod=pod, reason="ResourceClaimNotUsable", claim=cmeta["name"])
+    pmeta = pod["metadata"]
+    patch = {
+        "metadata": {"uid": cmeta["uid"]},
+        "status": {"reservedFor": [{"resource": "pods", "name": pmeta["name"], "uid": pmeta["uid"]}]},
+    }
+    try:
+        updated = await ctx.kube.patch(RESOURCE_CLAIMS, cmeta["name"], patch, cmeta["namespace"],
+                                       patch_type="strategic", subresource="status",
+                                       field_manager=ctx.settings.field_manager)
+    except ApiError:
+        metrics.ERRORS.labels(operation="reserve").inc()
+        raise
+    ctx.mutations.mutated(updated)
+    metrics.RESERVATIONS_ADDED.inc()
+    log.info("claim reserved for bound pod", claim=f"{cmeta['namespace']}/{cmeta['name']}", node=node)
+
+
+async def _request_allocation(ctx: Context, pod: Obj, unallocated: list[str]) -> RequeueAfter:
+    """Ask the allocator to allocate the pod's claims on its node.
+
+    The cache may lag behind an allocation that already happened, so the claims are read live first.
+    Accepted: look again after ``allocation_recheck`` (the claim updates usually enqueue the pod
+    sooner). Refused or unanswered: a Warning Event and a retry with backoff (the error propagates).
+    """
+    namespace, node = _ns(pod), pod["spec"]["nodeName"]
+    still = []
+    for name in unallocated:
+        live = await ctx.live_claim(namespace, name)
+        if live is not None and (live.get("status") or {}).get("allocation") is None:
+            still.append(name)
+    if not still:
+        return RequeueAfter(0.0)  # allocated meanwhile: reserve from the fresh copies
+    try:
+        message = await ctx.allocator.allocate(pod)
+    except AllocatorUnavailable as exc:
+        metrics.ALLOCATION_REQUESTS.labels(result="unavailable").inc()
+        await ctx.recorder.event(
+            pod, "Warning", "AllocatorUnavailable",
+            f"claims {', '.join(still)} need an allocation on node {node}: {exc}; retrying",
+        )
+        raise
+    except AllocationRefused as exc:
+        metrics.ALLOCATION_REQUESTS.labels(result="refused").inc()
+        await ctx.recorder.event(
+            pod, "Warning", "FailedAllocation",
+            f"claims {', '.join(still)} cannot be allocated on node {node}: {exc}; retrying",
+        )
+        raise
+    metrics.ALLOCATION_REQUESTS.labels(result="ok").inc()
+    log.info("allocation requested", node=node, claims=still, allocator_message=message)
+    return RequeueAfter(ctx.settings.allocation_recheck)
+
+
+def _ns(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("namespace", ""))

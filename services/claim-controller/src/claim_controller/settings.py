@@ -1,0 +1,52 @@
+"""Settings of the claim-controller: defaults, environment variables ``DRAFLOW_CLAIM_CONTROLLER_*``, flags."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from draflow_runtime.settings import ServiceSettings
+
+__all__ = ["Settings"]
+
+
+class Settings(ServiceSettings):
+    """claim-controller: ResourceClaims for pods from templates through to deletion."""
+
+    model_config = SettingsConfigDict(env_prefix="DRAFLOW_CLAIM_CONTROLLER_")
+
+    leader_election_id: str = Field("claim-controller", description="Name of the leader-election Lease.")
+    namespace: str = Field(
+        "", description="Watch only this namespace (tests, benchmarks, tenants); empty watches all."
+    )
+    workers: int = Field(8, ge=1, le=256, description="Concurrent reconciles (pods and claims share them).")
+    reconcile_timeout: float = Field(
+        30.0, gt=0, description="Seconds one reconcile may take before it is retried."
+    )
+    field_manager: str = Field(
+        "draflow-claim-controller",
+        min_length=1,
+        description="Field manager of every write (server-side apply of pod.status.resourceClaimStatuses).",
+    )
+    mutation_cache_ttl: float = Field(
+        300.0, gt=0, description="Seconds a just-written claim is remembered until the informer has it."
+    )
+    deleted_pods_cache_size: int = Field(
+        4096, ge=1, description="UIDs of deleted pods remembered, so their reservations go without a GET."
+    )
+    allocator_subject: str = Field(
+        "draflow.allocator.allocate",
+        min_length=1,
+        description="NATS request subject answered by the allocator (pods created with spec.nodeName).",
+    )
+    allocator_timeout: float = Field(5.0, gt=0, description="Seconds to wait for the allocator's reply.")
+    allocation_recheck: float = Field(
+        10.0, gt=0, description="Seconds after an accepted allocation request to look at the pod again."
+    )
+    events_stream: str = Field(
+        "DRAFLOW_EVENTS",
+        description="JetStream stream declared for draflow.events.> (shared by all services); empty: none.",
+    )
+    events_max_age: float = Field(
+        86400.0, ge=0, description="Seconds the events stream keeps a message (0: unlimited)."
+    )
