@@ -51,6 +51,9 @@ def _rv(obj: dict[str, Any] | None) -> str | None:
     return (obj or {}).get("metadata", {}).get("resourceVersion")
 
 
+# `Informer.list` shadows the builtin inside the class body; annotations there use this alias.
+_List = list
+
 class Informer:
     """List + watch cache of ``res`` (optionally one namespace and selectors) with indexes.
 
@@ -80,8 +83,8 @@ class Informer:
         self._watch_timeout = watch_timeout
         self._items: dict[str, dict[str, Any]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self._indexers}
-        self._index_values: dict[str, dict[str, list[str]]] = {n: {} for n in self._indexers}
-        self._handlers: list[Handler] = []
+        self._index_values: dict[str, dict[str, _List[str]]] = {n: {} for n in self._indexers}
+        self._handlers: _List[Handler] = []
         self._rv: str | None = None
         self._synced = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -137,14 +140,14 @@ class Informer:
         """The cached object with ``key`` (see ``key_of``), or ``None``. Do not mutate it."""
         return self._items.get(key)
 
-    def list(self) -> list[dict[str, Any]]:
+    def list(self) -> _List[dict[str, Any]]:
         """All cached objects (a new list of the shared objects)."""
         return list(self._items.values())
 
-    def keys(self) -> list[str]:
+    def keys(self) -> _List[str]:
         return list(self._items)
 
-    def by_index(self, index: str, value: str) -> list[dict[str, Any]]:
+    def by_index(self, index: str, value: str) -> _List[dict[str, Any]]:
         """Cached objects whose indexer ``index`` returned ``value``.
 
         Raises ``KeyError`` for an index not given to the constructor.

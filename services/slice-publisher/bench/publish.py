@@ -1,0 +1,232 @@
+"""Benchmark: slice-publisher in fleet mode, N simulated nodes x D devices, against a real kube-apiserver.
+
+    python services/slice-publisher/bench/publish.py [--nodes 1000] [--devices 8] [--idle 30]
+                                                     [--kubeconfig PATH]   # default: a fresh draflow-testenv
+
+Steps: start the environment (unless ``--kubeconfig``), create the Node objects, start ``reference-driver``
+in fleet mode (N nodes under one fleet root) and wait until every registration socket answers; then start
+``slice-publisher --fleet-root`` (cold: no slices exist) and measure
+
+- **cold publish**: publisher start → every node's pool is in the API (N slices, N x D devices);
+- **steady-state CPU**: the publisher's process CPU time (utime + stime from /proc) over ``--idle``
+  seconds with nothing changing, as a percentage of one core;
+- the publisher's own counters (slices created/updated/deleted) from its /metrics.
+
+Prints a Markdown snippet (for docs/benchmarks.md). No pass/fail: numbers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import aiohttp
+
+from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+
+MANAGED = "app.kubernetes.io/managed-by=draflow-slice-publisher"
+
+
+def _bin(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+
+
+async def count_published(kube: KubeClient) -> tuple[int, int]:
+    slices = devices = 0
+    cont = None
+    while True:
+        page = await kube.list(RESOURCE_SLICES, label_selector=MANAGED, limit=500, continue_=cont)
+        for s in page["items"]:
+            slices += 1
+            devices += len(s["spec"].get("devices") or ())
+        cont = page["metadata"].get("continue")
+        if not cont:
+            return slices, devices
+
+
+async def metric(port: int, name: str) -> float:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        text = await resp.text()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    with open(log, "ab") as out:  # noqa: ASYNC230 (a log file, once per process)
+        return await asyncio.create_subprocess_exec(
+            *argv, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 15)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str:
+    kube = await KubeClient.from_kubeconfig(kubeconfig)
+    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    prefix = f"bench-{os.getpid()}-"
+    nodes = [f"{prefix}{i}" for i in range(args.nodes)]
+    sem = asyncio.Semaphore(32)
+
+    async def make_node(name: str) -> None:
+        async with sem:
+            await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}})
+
+    await asyncio.gather(*(make_node(n) for n in nodes))
+    root = workdir / "fleet"
+    driver = await spawn(
+        [
+            _bin("reference-driver"),
+            "--node-name-prefix",
+            prefix,
+            "--node-count",
+            str(args.nodes),
+            "--fleet-root",
+            str(root),
+            "--gpu-count",
+            str(args.devices),
+            "--http-port",
+            "0",
+            "--nats-url",
+            "",
+            "--log-level",
+            "warning",
+        ],
+        workdir / "reference-driver.log",
+        env,
+    )
+    publisher = None
+    try:
+        t0 = time.monotonic()
+        while (
+            sum(
+                1
+                for n in nodes
+                if (root / n / "plugins_registry").is_dir()
+                and any((root / n / "plugins_registry").glob("*-reg.sock"))
+            )
+            < args.nodes
+        ):
+            if driver.returncode is not None:
+                raise SystemExit(f"reference-driver exited ({driver.returncode}); see {workdir}")
+            await asyncio.sleep(0.5)
+        driver_ready = time.monotonic() - t0
+        await asyncio.sleep(2.0)  # let the driver finish binding its service sockets
+
+        port = _free_port()
+        t_start = time.monotonic()
+        publisher = await spawn(
+            [
+                _bin("slice-publisher"),
+                "--fleet-root",
+                str(root),
+                "--http-port",
+                str(port),
+                "--http-host",
+                "127.0.0.1",
+                "--nats-url",
+                "",
+                "--startup-grace",
+                "30",
+                "--log-level",
+                "warning",
+            ],
+            workdir / "slice-publisher.log",
+            env,
+        )
+        want = (args.nodes, args.nodes * args.devices)
+        while (have := await count_published(kube)) != want:
+            if publisher.returncode is not None:
+                raise SystemExit(f"slice-publisher exited ({publisher.returncode}); see {workdir}")
+            if time.monotonic() - t_start > args.timeout:
+                raise SystemExit(f"not published after {args.timeout}s: have {have}, want {want}")
+            await asyncio.sleep(0.2)
+        cold = time.monotonic() - t_start
+        cpu_cold = cpu_seconds(publisher.pid)
+
+        await asyncio.sleep(5.0)  # let informer echoes of its own writes settle
+        c0, w0 = cpu_seconds(publisher.pid), time.monotonic()
+        await asyncio.sleep(args.idle)
+        idle_cpu = (cpu_seconds(publisher.pid) - c0) / (time.monotonic() - w0) * 100
+        created = await metric(port, "draflow_slice_publisher_slices_created_total")
+        updated = await metric(port, "draflow_slice_publisher_slices_updated_total")
+        deleted = await metric(port, "draflow_slice_publisher_slices_deleted_total")
+        rss_kib = rss_kib_of(publisher.pid)
+    finally:
+        if publisher is not None:
+            await stop(publisher)
+        await stop(driver)
+        with contextlib.suppress(Exception):
+            await kube.delete_collection(RESOURCE_SLICES, label_selector=MANAGED)
+        await asyncio.gather(*(kube.delete(NODES, n) for n in nodes), return_exceptions=True)
+        await kube.close()
+
+    return "\n".join(
+        [
+            f"### slice-publisher: {args.nodes} nodes x {args.devices} devices (fleet mode, one process)",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| reference-driver fleet ready (all registration sockets) | {driver_ready:.1f} s |",
+            f"| cold publish: publisher start → all {args.nodes} pools in the API | {cold:.1f} s |",
+            f"| publisher CPU during the cold publish | {cpu_cold:.1f} s |",
+            f"| steady-state publisher CPU (idle {args.idle:.0f} s) | {idle_cpu:.2f} % of one core |",
+            f"| publisher RSS after publish | {rss_kib / 1024:.0f} MiB |",
+            f"| slices created / updated / deleted | {created:.0f} / {updated:.0f} / {deleted:.0f} |",
+            "",
+            f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd on the same machine.",
+        ]
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle CPU sampling")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="sp-bench-"))
+    if args.kubeconfig:
+        print(await bench(args, args.kubeconfig, workdir))
+        return
+    from draflow_testenv.environment import Environment
+
+    async with Environment() as env:
+        print(await bench(args, str(env.kubeconfig), workdir))
+    print(f"\n(logs: {workdir})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

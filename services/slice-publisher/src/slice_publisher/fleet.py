@@ -1,0 +1,483 @@
+"""The publisher: driver state per (node, driver), one work-queue key per pool, and the pool reconcile.
+
+Data flow::
+
+    RegistryWatcher ─► DriverConnection ─► on_inventory / on_unavailable / on_health   (state, enqueue)
+                                                        │
+    ResourceSlice informer (managed slices) ──────────► WorkQueue[(node, driver, pool)] ─► reconcile
+    Node informer (owner references) ─────────────────┘                                    │
+                                              plan_pool (pure) ─► apply_plan ─► NATS pool event
+
+``reconcile(key)`` decides from the current state only: the driver's last inventory for the pool (None if
+the driver or the pool is gone), the publisher's taints, and the pool's slices from the informer cache
+merged with this process's own recent writes (so a second sync right after a write does not act on a stale
+cache). It is idempotent: a pool that already looks right is not written.
+
+Driver life cycle per (node, driver):
+
+- inventory message → state replaced, every pool of the driver synced, a pending wipe cancelled, the
+  ``driver-unavailable`` taint removed (the slices are updated in place: same names, same UIDs);
+- stream broken / registration socket gone → devices tainted at once, a wipe scheduled after
+  ``driver_gone_grace``; the wipe forgets the state, so the pools' reconciles delete their slices;
+- UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone").
+
+Start-up: slices of drivers that did not register within ``startup_grace`` are deleted once (managed
+slices through their pools' reconciles, other slices of the node directly, with preconditions). Until
+then a pool without driver state is not touched, so restarting the publisher never churns slices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from opentelemetry import trace
+from prometheus_client import Counter, Histogram
+
+from draflow_runtime.errors import Conflict, NotFound
+from draflow_runtime.informer import Informer
+from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_runtime.log import get_logger
+from draflow_runtime.reconcile import Done, Runner
+from draflow_runtime.workqueue import WorkQueue, registered_collector
+from slice_publisher import events
+from slice_publisher.drivers import RegistryWatcher, fleet_dirs, single_node_dirs
+from slice_publisher.pool_sync import (
+    MANAGED_BY_LABEL,
+    MANAGED_BY_VALUE,
+    POOL_HASH_LABEL,
+    PUBLISHER_NODE_LABEL,
+    ApplyResult,
+    apply_plan,
+    node_label_value,
+    node_owner_reference,
+    plan_pool,
+    pool_hash,
+)
+from slice_publisher.settings import PublisherSettings
+from slice_publisher.splitter import DesiredPool, InvalidPool
+from slice_publisher.taints import Overlay, apply_overlay
+
+log = get_logger(__name__)
+tracer = trace.get_tracer("slice_publisher")
+
+SLICES_CREATED: Counter = registered_collector(
+    Counter, "draflow_slice_publisher_slices_created_total", "ResourceSlices created.", ["driver"]
+)
+SLICES_UPDATED: Counter = registered_collector(
+    Counter, "draflow_slice_publisher_slices_updated_total", "ResourceSlices updated.", ["driver"]
+)
+SLICES_DELETED: Counter = registered_collector(
+    Counter, "draflow_slice_publisher_slices_deleted_total", "ResourceSlices deleted.", ["driver"]
+)
+SYNC_SECONDS: Histogram = registered_collector(
+    Histogram,
+    "draflow_slice_publisher_pool_sync_seconds",
+    "Duration of one pool sync (plan + writes).",
+    ["driver"],
+)
+
+PoolKey = tuple[str, str, str]  # (node, driver, pool)
+WRITE_MEMORY_SECONDS = 60.0
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class DriverState:
+    """What the publisher knows about one driver on one node."""
+
+    pools: dict[str, DesiredPool] = field(default_factory=dict)
+    unavailable: bool = False
+    unavailable_at: float | None = None
+    unhealthy: frozenset[tuple[str, str]] = frozenset()
+    unimplemented: bool = False
+    wipe: asyncio.TimerHandle | None = None
+
+
+@dataclass
+class Stats:
+    """Per-process counters (the Prometheus ones are global); what tests and the benchmark read."""
+
+    created: int = 0
+    updated: int = 0
+    deleted: int = 0
+    syncs: int = 0
+    writing_syncs: int = 0
+    events: int = 0
+
+    @property
+    def writes(self) -> int:
+        return self.created + self.updated + self.deleted
+
+
+class Publisher:
+    """slice-publisher for one node or a fleet of nodes. :meth:`run` until cancelled."""
+
+    def __init__(
+        self, kube: KubeClient, settings: PublisherSettings, *, publish: events.Publish | None = None
+    ) -> None:
+        self.kube = kube
+        self.settings = settings
+        self.stats = Stats()
+        self._publish = publish
+        self._drivers: dict[tuple[str, str], DriverState] = {}
+        self._node_by_label: dict[str, str] = {}
+        self._written: dict[str, dict[str, tuple[dict[str, Any] | None, str, float]]] = {}
+        self._startup_done = False
+        self._wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
+        self.startup_cleaned = asyncio.Event()
+        self.queue = WorkQueue(name="slice-publisher")
+        if settings.fleet_mode:
+            dirs = fleet_dirs(settings.fleet_root)
+            slice_selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
+            node_selector = None
+        else:
+            dirs = single_node_dirs(settings.node_name, settings.registry_dir)
+            slice_selector = (
+                f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE},"
+                f"{PUBLISHER_NODE_LABEL}={node_label_value(settings.node_name)}"
+            )
+            node_selector = f"metadata.name={settings.node_name}"
+        self.slices = Informer(
+            kube,
+            RESOURCE_SLICES,
+            label_selector=slice_selector,
+            name="resourceslices",
+            indexers={
+                "byPoolHash": lambda o: [o["metadata"]["labels"][POOL_HASH_LABEL]],
+                "byPublisherNode": lambda o: [o["metadata"]["labels"][PUBLISHER_NODE_LABEL]],
+            },
+        )
+        self.nodes = Informer(kube, NODES, field_selector=node_selector, name="nodes")
+        self.watcher = RegistryWatcher(
+            dirs,
+            self,
+            interval=settings.registry_poll_interval,
+            timeout=settings.grpc_timeout,
+            max_backoff=settings.reconnect_max_backoff,
+            want_health=settings.taint_unhealthy,
+        )
+        self.runner = Runner(
+            "slice-publisher", self.queue, self.reconcile, workers=settings.workers, timeout=60.0
+        )
+
+    # ------------------------------------------------------------------------------------ life cycle
+
+    async def run(self) -> None:
+        """Start informers, the registry watcher and the workers; return only when cancelled."""
+        self.slices.add_handler(self._on_slice)
+        self.nodes.add_handler(self._on_node)
+        await self.slices.start()
+        await self.nodes.start()
+        try:
+            await self.slices.wait_synced()
+            await self.nodes.wait_synced()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.runner.run(), name="slice-publisher-runner")
+                group.create_task(self.watcher.run(), name="slice-publisher-registry")
+                group.create_task(self._startup_cleanup(), name="slice-publisher-startup")
+        finally:
+            self.queue.shutdown()
+            for state in self._drivers.values():
+                if state.wipe:
+                    state.wipe.cancel()
+            await self.slices.stop()
+            await self.nodes.stop()
+
+    # ------------------------------------------------------------------------- driver callbacks
+
+    def _node_known(self, node: str) -> None:
+        self._node_by_label.setdefault(node_label_value(node), node)
+
+    def _enqueue_driver(self, node: str, driver: str, extra: set[str] | None = None) -> None:
+        """Enqueue every pool of (node, driver): the desired ones and those with slices in the cache."""
+        state = self._drivers.get((node, driver))
+        names = set(state.pools) if state else set()
+        names |= extra or set()
+        for sl in self.slices.by_index("byPublisherNode", node_label_value(node)):
+            if sl["spec"]["driver"] == driver:
+                names.add(sl["spec"]["pool"]["name"])
+        for pool in names:
+            self.queue.add((node, driver, pool))
+
+    def on_inventory(self, node: str, driver: str, pools: list[DesiredPool]) -> None:
+        self._node_known(node)
+        self._wiped.discard((node, driver))
+        state = self._drivers.setdefault((node, driver), DriverState())
+        old = set(state.pools)
+        if state.wipe:
+            state.wipe.cancel()
+            state.wipe = None
+        if state.unavailable:
+            log.info(
+                "driver back",
+                node=node,
+                driver=driver,
+                after=round(time.monotonic() - (state.unavailable_at or 0), 3),
+            )
+        state.unavailable, state.unavailable_at, state.unimplemented = False, None, False
+        state.pools = {p.name: p for p in pools}
+        self._enqueue_driver(node, driver, old)
+
+    def on_unavailable(self, node: str, driver: str, reason: str) -> None:
+        state = self._drivers.get((node, driver))
+        if state is None or state.unavailable or state.unimplemented:
+            return
+        state.unavailable, state.unavailable_at = True, time.monotonic()
+        if self.settings.taint_unavailable:
+            self._enqueue_driver(node, driver)
+        loop = asyncio.get_running_loop()
+        state.wipe = loop.call_later(self.settings.driver_gone_grace, self._wipe, node, driver)
+        log.info(
+            "driver slices will be removed unless it returns",
+            node=node,
+            driver=driver,
+            reason=reason,
+            grace=self.settings.driver_gone_grace,
+        )
+
+    def _wipe(self, node: str, driver: str) -> None:
+        state = self._drivers.get((node, driver))
+        if state is None or not state.unavailable:
+            return
+        del self._drivers[(node, driver)]
+        self._wiped.add((node, driver))
+        log.info("driver did not return, removing its slices", node=node, driver=driver)
+        self._enqueue_driver(node, driver, set(state.pools))
+
+    def on_unimplemented(self, node: str, driver: str) -> None:
+        self._node_known(node)
+        state = self._drivers.setdefault((node, driver), DriverState())
+        state.unimplemented = True
+        if state.wipe:
+            state.wipe.cancel()
+            state.wipe = None
+
+    def on_health(self, node: str, driver: str, unhealthy: frozenset[tuple[str, str]]) -> None:
+        state = self._drivers.get((node, driver))
+        if state is None or state.unhealthy == unhealthy:
+            return
+        changed = {p for p, _ in state.unhealthy ^ unhealthy}
+        state.unhealthy = unhealthy
+        for pool in changed:
+            self.queue.add((node, driver, pool))
+
+    # --------------------------------------------------------------------------- informer events
+
+    def _on_slice(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        obj = new or old
+        if obj is None:
+            return
+        node = self._node_by_label.get(obj["metadata"].get("labels", {}).get(PUBLISHER_NODE_LABEL, ""))
+        if node is not None:
+            self.queue.add((node, obj["spec"]["driver"], obj["spec"]["pool"]["name"]))
+
+    def _on_node(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if event == "update":
+            return  # the uid cannot change; status heartbeats must not cost a sync
+        node = (new or old or {}).get("metadata", {}).get("name")
+        for (n, driver), state in list(self._drivers.items()):
+            if n == node:
+                for pool in state.pools:
+                    self.queue.add((n, driver, pool))
+
+    # ------------------------------------------------------------------------------------ reconcile
+
+    def desired(self, node: str, driver: str, pool: str) -> tuple[DesiredPool | None, bool]:
+        """(desired pool with the publisher's taints, whether to touch the pool at all)."""
+        state = self._drivers.get((node, driver))
+        if state is None:
+            return None, self._startup_done or (node, driver) in self._wiped
+        if state.unimplemented:
+            return None, False
+        want = state.pools.get(pool)
+        if want is None:
+            return None, True
+        overlay = Overlay(
+            driver_unavailable=state.unavailable and self.settings.taint_unavailable,
+            unhealthy=frozenset(d for d in state.unhealthy if d[0] == pool)
+            if self.settings.taint_unhealthy
+            else frozenset(),
+        )
+        return apply_overlay(want, overlay), True
+
+    def existing(self, phash: str) -> list[dict[str, Any]]:
+        """The pool's slices: the informer cache, corrected by this process's writes it has not seen."""
+        objs = {s["metadata"]["name"]: s for s in self.slices.by_index("byPoolHash", phash)}
+        written = self._written.get(phash)
+        if not written:
+            return list(objs.values())
+        seen_rv = _int(self.slices.resource_version)
+        now = time.monotonic()
+        for name, (obj, uid_or_rv, at) in list(written.items()):
+            cached = objs.get(name)
+            if obj is None:  # deleted by us; uid_or_rv is the uid
+                stale = cached is not None and cached["metadata"]["uid"] == uid_or_rv
+                if stale and now - at < WRITE_MEMORY_SECONDS:
+                    del objs[name]
+                    continue
+            elif seen_rv < _int(uid_or_rv) and now - at < WRITE_MEMORY_SECONDS:
+                objs[name] = obj
+                continue
+            del written[name]
+        if not written:
+            self._written.pop(phash, None)
+        return list(objs.values())
+
+    def _remember(self, phash: str, result: ApplyResult, deleted_uids: dict[str, str]) -> None:
+        written = self._written.setdefault(phash, {})
+        now = time.monotonic()
+        for name, obj in result.written.items():
+            if obj is None:
+                written[name] = (None, deleted_uids.get(name, ""), now)
+            else:
+                written[name] = (obj, obj["metadata"]["resourceVersion"], now)
+
+    async def reconcile(self, key: Hashable) -> Done:
+        node, driver, pool = key  # type: ignore[misc]
+        desired, touch = self.desired(node, driver, pool)
+        if not touch:
+            return Done()
+        phash = pool_hash(driver, pool, node)
+        started = time.perf_counter()
+        with tracer.start_as_current_span(
+            "slice-publisher.sync_pool", attributes={"node": node, "driver": driver, "pool": pool}
+        ) as span:
+            existing = self.existing(phash)
+            owner = None
+            if desired is not None and desired.node_name == node:
+                owner = node_owner_reference(self.nodes.get(node))
+            try:
+                plan = plan_pool(
+                    driver,
+                    pool,
+                    node,
+                    desired,
+                    existing,
+                    now=_now(),
+                    owner_ref=owner,
+                    reserve_for_taints=self.settings.reserve_taint_room,
+                )
+            except InvalidPool as exc:
+                log.error(
+                    "driver sent an invalid pool, not publishing it",
+                    node=node,
+                    driver=driver,
+                    pool=pool,
+                    problems=exc.problems,
+                )
+                span.set_attribute("invalid", True)
+                return Done()
+            self.stats.syncs += 1
+            span.set_attribute("generation", plan.generation)
+            if plan.empty:
+                return Done()
+            result = ApplyResult()
+            deleted_uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in plan.deletes}
+            try:
+                await apply_plan(self.kube, plan, field_manager=self.settings.field_manager, result=result)
+            except (Conflict, NotFound) as exc:
+                log.info("stale cache, will retry", node=node, driver=driver, pool=pool, error=str(exc))
+                raise
+            finally:
+                self._remember(phash, result, deleted_uids)
+                self._count(driver, result)
+            span.set_attributes(
+                {"created": result.created, "updated": result.updated, "deleted": result.deleted}
+            )
+        SYNC_SECONDS.labels(driver).observe(time.perf_counter() - started)
+        tainted = sum(1 for d in (desired.devices if desired else ()) if d.get("taints"))
+        log.info(
+            "pool synced",
+            node=node,
+            driver=driver,
+            pool=pool,
+            generation=plan.generation,
+            slices=plan.slice_count,
+            devices=plan.device_count,
+            created=result.created,
+            updated=result.updated,
+            deleted=result.deleted,
+        )
+        self.stats.events += 1
+        await events.pool_changed(self._publish, plan, result, tainted)
+        return Done()
+
+    def _count(self, driver: str, result: ApplyResult) -> None:
+        self.stats.created += result.created
+        self.stats.updated += result.updated
+        self.stats.deleted += result.deleted
+        if result.created or result.updated or result.deleted:
+            self.stats.writing_syncs += 1
+        SLICES_CREATED.labels(driver).inc(result.created)
+        SLICES_UPDATED.labels(driver).inc(result.updated)
+        SLICES_DELETED.labels(driver).inc(result.deleted)
+
+    # ------------------------------------------------------------------------------------- start-up
+
+    async def _startup_cleanup(self) -> None:
+        """After ``startup_grace``: delete slices of the served nodes whose driver did not register."""
+        await self.watcher.scanned.wait()
+        await asyncio.sleep(self.settings.startup_grace)
+        self._startup_done = True
+        nodes = set(self.watcher.nodes)
+        for node in nodes:
+            self._node_known(node)
+        registered = {(c.node, c.driver) for c in self.watcher.connections() if c.driver}
+        self_publishing = {k for k, s in self._drivers.items() if s.unimplemented}
+        # Managed slices: their pools' reconciles delete them (no driver state → desired None).
+        for node in nodes:
+            for sl in self.slices.by_index("byPublisherNode", node_label_value(node)):
+                if (node, sl["spec"]["driver"]) not in self._drivers:
+                    self.queue.add((node, sl["spec"]["driver"], sl["spec"]["pool"]["name"]))
+        # Other slices of the node (an earlier publisher, a kubelet): ours to remove unless their driver
+        # is registered and publishes for itself.
+        for node in nodes:
+            try:
+                await self._delete_foreign(node, registered, self_publishing)
+            except Exception as exc:
+                log.warning("start-up clean-up failed", node=node, error=repr(exc))
+        log.info("start-up clean-up done", nodes=len(nodes), drivers=len(registered))
+        self.startup_cleaned.set()
+
+    async def _delete_foreign(
+        self, node: str, registered: set[tuple[str, str]], self_publishing: set[tuple[str, str]]
+    ) -> None:
+        lst = await self.kube.list(
+            RESOURCE_SLICES, field_selector=f"spec.nodeName={node}", label_selector=f"!{MANAGED_BY_LABEL}"
+        )
+        for sl in lst.get("items") or ():
+            driver = sl["spec"]["driver"]
+            if (node, driver) in self_publishing:
+                continue
+            meta = sl["metadata"]
+            with contextlib.suppress(NotFound, Conflict):
+                await self.kube.delete(
+                    RESOURCE_SLICES,
+                    meta["name"],
+                    preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+                )
+                self.stats.deleted += 1
+                SLICES_DELETED.labels(driver).inc()
+                log.info(
+                    "removed slice of a driver we do not serve",
+                    node=node,
+                    driver=driver,
+                    slice=meta["name"],
+                    registered=(node, driver) in registered,
+                )
+
+
+def _int(rv: str | None) -> int:
+    try:
+        return int(rv or 0)
+    except ValueError:
+        return 0

@@ -1,0 +1,86 @@
+"""Settings of slice-publisher: flags, ``DRAFLOW_SLICE_PUBLISHER_*`` environment variables, defaults.
+
+Single-node mode (the default) serves ``--node-name`` and watches ``--registry-dir`` (the kubelet's plugin
+watcher directory). Fleet mode (``--fleet-root``) serves every ``<root>/<node>/plugins_registry`` directory,
+the layout the reference driver and kubelet-dra-shim use for simulated nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+from pydantic import Field, model_validator
+from pydantic_settings import SettingsConfigDict
+
+from draflow_runtime.settings import DEFAULT_DOC_KEY, ServiceSettings
+
+
+def _default_node_name() -> str:
+    return os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+class PublisherSettings(ServiceSettings):
+    """slice-publisher: drivers' inventory streams to ResourceSlices, for one node or a fleet of nodes."""
+
+    model_config = SettingsConfigDict(env_prefix="DRAFLOW_SLICE_PUBLISHER_")
+
+    node_name: str = Field(
+        default_factory=_default_node_name,
+        description="Node served in single-node mode.",
+        json_schema_extra={DEFAULT_DOC_KEY: "$NODE_NAME, else the hostname"},
+    )
+    registry_dir: str = Field(
+        "/var/lib/kubelet/plugins_registry",
+        description="Single-node mode: directory of the drivers' registration sockets (<driver>-reg.sock).",
+    )
+    fleet_root: str = Field(
+        "",
+        description="Fleet mode: serve every <root>/<node>/plugins_registry; empty means single-node mode.",
+    )
+    registry_poll_interval: float = Field(
+        1.0, gt=0, description="Seconds between scans of the registration directories."
+    )
+    startup_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds after start-up before slices of drivers that did not register are deleted.",
+    )
+    driver_gone_grace: float = Field(
+        30.0,
+        ge=0,
+        description="Seconds a vanished driver's devices stay published (tainted) before its slices go.",
+    )
+    taint_unavailable: bool = Field(
+        True,
+        description="Taint the devices of a vanished driver (draflow.dev/driver-unavailable, NoSchedule).",
+    )
+    taint_unhealthy: bool = Field(
+        True, description="Taint devices the driver reports unhealthy (draflow.dev/unhealthy, NoSchedule)."
+    )
+    reserve_taint_room: bool = Field(
+        True,
+        description="Split every pool at 64 devices per slice so that adding taints never re-splits it.",
+    )
+    grpc_timeout: float = Field(
+        5.0, gt=0, description="Seconds a GetInfo call on a registration socket may take."
+    )
+    reconnect_max_backoff: float = Field(
+        5.0, gt=0, description="Longest wait between attempts to reach a driver that went away."
+    )
+    workers: int = Field(8, ge=1, description="Pools synced concurrently.")
+    field_manager: str = Field("draflow-slice-publisher", description="Field manager of every write.")
+    events_stream: str = Field(
+        "DRAFLOW_POOL_EVENTS",
+        description="JetStream stream for pool-change events (subjects draflow.events.pool.>); empty: none.",
+    )
+
+    @model_validator(mode="after")
+    def _check_mode(self) -> PublisherSettings:
+        if not self.fleet_root and not self.node_name:
+            raise ValueError("node_name is required in single-node mode")
+        return self
+
+    @property
+    def fleet_mode(self) -> bool:
+        return bool(self.fleet_root)

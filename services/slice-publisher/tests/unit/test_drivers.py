@@ -1,0 +1,217 @@
+"""Registry watcher and driver connections over real unix-socket gRPC, against a tiny test-only driver."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.inventory.v1 import inventory_pb2 as inv
+from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
+from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
+from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from slice_publisher.drivers import RegistryWatcher, single_node_dirs
+
+NODE = "node-a"
+
+
+class FakeDriver(
+    reg_grpc.RegistrationServicer, inv_grpc.InventoryServicer, health_grpc.DRAResourceHealthServicer
+):
+    """Registration + (optionally) Inventory and DRAResourceHealth; inventory changes with :meth:`set`."""
+
+    def __init__(self, root: Path, name: str, *, inventory: bool = True) -> None:
+        self.name = name
+        self.reg = root / "plugins_registry" / f"{name}-reg.sock"
+        self.dra = root / "plugins" / name / "dra.sock"
+        self.inventory = inventory
+        self.devices = 2
+        self.unhealthy: list[str] = []
+        self.get_info_calls = 0
+        self.version = 0
+        self._changed = asyncio.Condition()
+        self._server: grpc.aio.Server | None = None
+
+    async def GetInfo(self, request: Any, context: Any) -> reg_pb2.PluginInfo:
+        self.get_info_calls += 1
+        return reg_pb2.PluginInfo(
+            type="DRAPlugin",
+            name=self.name,
+            endpoint=str(self.dra),
+            supported_versions=["v1.DRAPlugin", "v1alpha1.DRAResourceHealth"],
+        )
+
+    def _message(self) -> inv.ListAndWatchResourcesResponse:
+        devices = [inv.Device(name=f"gpu-{i}") for i in range(self.devices)]
+        return inv.ListAndWatchResourcesResponse(
+            driver=self.name, node_name=NODE, pools=[inv.Pool(name=NODE, devices=devices)]
+        )
+
+    async def _next_change(self, seen: int) -> int:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.version != seen)
+        return self.version
+
+    async def ListAndWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        seen = self.version
+        while True:
+            yield self._message()
+            seen = await self._next_change(seen)
+
+    async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        seen = self.version
+        while True:
+            yield health_pb2.NodeWatchResourcesResponse(
+                devices=[
+                    health_pb2.DeviceHealth(
+                        device=health_pb2.DeviceIdentifier(pool_name=NODE, device_name=d),
+                        health=health_pb2.UNHEALTHY,
+                    )
+                    for d in self.unhealthy
+                ]
+            )
+            seen = await self._next_change(seen)
+
+    async def set(self, devices: int | None = None, unhealthy: list[str] | None = None) -> None:
+        self.devices = self.devices if devices is None else devices
+        self.unhealthy = self.unhealthy if unhealthy is None else unhealthy
+        async with self._changed:
+            self.version += 1
+            self._changed.notify_all()
+
+    async def start(self) -> None:
+        self.reg.parent.mkdir(parents=True, exist_ok=True)
+        self.dra.parent.mkdir(parents=True, exist_ok=True)
+        server = grpc.aio.server()
+        reg_grpc.add_RegistrationServicer_to_server(self, server)
+        if self.inventory:
+            inv_grpc.add_InventoryServicer_to_server(self, server)
+            health_grpc.add_DRAResourceHealthServicer_to_server(self, server)
+        server.add_insecure_port(f"unix:{self.reg}")
+        server.add_insecure_port(f"unix:{self.dra}")
+        await server.start()
+        self._server = server
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=None)
+            self._server = None
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, Any]] = []
+        self.changed = asyncio.Event()
+
+    def _add(self, kind: str, value: Any) -> None:
+        self.events.append((kind, value))
+        self.changed.set()
+
+    def on_inventory(self, node: str, driver: str, pools: list[Any]) -> None:
+        self._add("inventory", (driver, [len(p.devices) for p in pools]))
+
+    def on_unavailable(self, node: str, driver: str, reason: str) -> None:
+        self._add("unavailable", driver)
+
+    def on_unimplemented(self, node: str, driver: str) -> None:
+        self._add("unimplemented", driver)
+
+    def on_health(self, node: str, driver: str, unhealthy: frozenset[tuple[str, str]]) -> None:
+        self._add("health", sorted(d for _, d in unhealthy))
+
+    async def wait_for(self, kind: str, value: Any, timeout: float = 5.0) -> float:  # noqa: ASYNC109
+        deadline = time.monotonic() + timeout
+        while (kind, value) not in self.events:
+            self.changed.clear()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"no {(kind, value)} in {self.events}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), remaining)
+        return time.monotonic()
+
+
+@pytest.fixture
+async def watched(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[tuple[Path, Recorder]]:
+    root = tmp_path_factory.mktemp("drv")
+    (root / "plugins_registry").mkdir()
+    rec = Recorder()
+    watcher = RegistryWatcher(
+        single_node_dirs(NODE, str(root / "plugins_registry")),
+        rec,
+        interval=0.05,
+        timeout=2.0,
+        max_backoff=0.2,
+    )
+    task = asyncio.create_task(watcher.run())
+    try:
+        yield root, rec
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_inventory_changes_and_health_are_delivered(watched: tuple[Path, Recorder]) -> None:
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    await drv.start()
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+        await drv.set(devices=5)
+        await rec.wait_for("inventory", ("gpu.example.com", [5]))
+        await drv.set(unhealthy=["gpu-1"])
+        await rec.wait_for("health", ["gpu-1"])
+    finally:
+        await drv.stop()
+
+
+async def test_a_stopped_driver_is_reported_at_once_and_found_again(watched: tuple[Path, Recorder]) -> None:
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    await drv.start()
+    await rec.wait_for("inventory", ("gpu.example.com", [2]))
+    stopped = time.monotonic()
+    await drv.stop()
+    assert await rec.wait_for("unavailable", "gpu.example.com") - stopped < 1.0
+    rec.events.clear()
+    drv2 = FakeDriver(root, "gpu.example.com")
+    await drv2.start()
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+    finally:
+        await drv2.stop()
+
+
+async def test_unimplemented_driver_is_reported_once_and_left_alone(watched: tuple[Path, Recorder]) -> None:
+    root, rec = watched
+    drv = FakeDriver(root, "legacy.example.com", inventory=False)
+    await drv.start()
+    try:
+        await rec.wait_for("unimplemented", "legacy.example.com")
+        await asyncio.sleep(0.5)
+        assert rec.events.count(("unimplemented", "legacy.example.com")) == 1
+        assert drv.get_info_calls == 1
+        assert not [e for e in rec.events if e[0] == "unavailable"]
+    finally:
+        await drv.stop()
+
+
+async def test_removed_registration_socket_reports_the_driver_gone(watched: tuple[Path, Recorder]) -> None:
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    await drv.start()
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+        drv.reg.unlink()
+        await rec.wait_for("unavailable", "gpu.example.com")
+    finally:
+        await drv.stop()
