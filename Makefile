@@ -27,6 +27,14 @@ protos: sync ## Regenerate the gRPC/protobuf code from protos/ into libs/draflow
 verify-protos: sync ## Fail if the checked-in generated code differs from what protos/ generates
 	@$(UV) run --frozen python hack/gen_protos.py --check
 
+.PHONY: docs
+docs: sync ## Regenerate docs/configuration.md from the services' settings classes
+	@$(UV) run --frozen python hack/gen_settings_docs.py
+
+.PHONY: verify-docs
+verify-docs: sync ## Fail if docs/configuration.md is out of date
+	@$(UV) run --frozen python hack/gen_settings_docs.py --check
+
 .PHONY: lint
 lint: sync ## ruff over the whole workspace
 	@$(UV) run --frozen ruff check .
@@ -36,7 +44,7 @@ typecheck: sync ## mypy over every lib and service
 	@$(UV) run --frozen mypy libs/*/src services/*/src
 
 .PHONY: test
-test: sync binaries verify-protos lint ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
+test: sync binaries verify-protos verify-docs lint ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
 	@$(UV) run --frozen pytest $(PYTEST_ARGS)
 
 .PHONY: up

@@ -1,0 +1,136 @@
+"""``draflow-testenv``: run the real local environment in the foreground, or stop one.
+
+    draflow-testenv up [--state-dir DIR] [--nodes N]   # start; print addresses; Ctrl-C / SIGTERM stops
+    draflow-testenv down [--state-dir DIR]             # stop a running `up` (recorded PIDs), remove state
+
+``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown; later
+work registers "start the five services", "start the demo" there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import shutil
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from pathlib import Path
+
+from draflow_testenv.environment import Environment, default_state_dir, stop_recorded
+from draflow_testenv.process import pid_alive
+
+# A step: given the running environment and the parsed arguments, an async context manager that starts
+# something on enter and stops it on exit.
+Step = Callable[[Environment, argparse.Namespace], AbstractAsyncContextManager[object]]
+STEPS: list[tuple[str, Step]] = []
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _summary(env: Environment) -> str:
+    rows = [
+        ("kubeconfig", str(env.kubeconfig)),
+        ("API server", env.apiserver_url),
+        ("NATS", env.nats_url),
+        ("Jaeger query (UI/API)", env.jaeger_query_url),
+        ("OTLP gRPC", f"http://{env.otlp_grpc_endpoint}"),
+        ("OTLP HTTP", env.otlp_http_endpoint),
+        ("env file", f"source {env.env_file}"),
+        ("logs", str(env.logs_dir)),
+        ("nodes", str(env.nodes)),
+        ("feature gates", ",".join(env.feature_gates)),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return Path(args.state_dir or default_state_dir()).resolve()
+
+
+async def _up(args: argparse.Namespace, state: Path) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    env = Environment(state, nodes=args.nodes)
+    async with AsyncExitStack() as stack:
+        _print(f"draflow-testenv: starting in {state} (logs in {env.logs_dir}) ...")
+        if not await _until_stopped(stop, env.start()):
+            _print("draflow-testenv: interrupted during start-up")
+            return 130
+        stack.push_async_callback(_stop_env, env)
+        for name, step in STEPS:
+            _print(f"draflow-testenv: {name} ...")
+            if not await _until_stopped(stop, stack.enter_async_context(step(env, args))):
+                return 130
+        _print(f"draflow-testenv: up in {env.startup_seconds:.1f}s\n{_summary(env)}\n"
+               "Ctrl-C (or `draflow-testenv down`) stops everything.")
+        await stop.wait()
+    return 0
+
+
+async def _stop_env(env: Environment) -> None:
+    _print("draflow-testenv: stopping ...")
+    await env.stop()
+    _print(f"draflow-testenv: stopped (logs kept in {env.logs_dir})")
+
+
+async def _until_stopped(stop: asyncio.Event, coro: Awaitable[object]) -> bool:
+    """Run ``coro`` unless ``stop`` is set first (then cancel it). True if it completed."""
+    task = asyncio.ensure_future(coro)
+    waiter = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    if task.done():
+        task.result()
+        return True
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    return False
+
+
+def _owner_alive(state: Path) -> bool:
+    try:
+        owner = int(json.loads((state / "pids.json").read_text()).get("owner", 0))
+    except (OSError, ValueError):
+        return False
+    return bool(owner) and pid_alive(owner)
+
+
+def _down(args: argparse.Namespace) -> int:
+    state = _state_dir(args)
+    alive = stop_recorded(state)
+    shutil.rmtree(state, ignore_errors=True)
+    _print(f"draflow-testenv: stopped {len(alive)} process(es), removed {state}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="draflow-testenv", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start the environment and stay up until Ctrl-C / SIGTERM")
+    up.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
+    up.add_argument("--nodes", type=int, default=4, help="number of simulated nodes (used by later steps)")
+    down = sub.add_parser("down", help="stop a running `up` and remove its state")
+    down.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
+    args = parser.parse_args(argv)
+    if args.command == "down":
+        return _down(args)
+    state = _state_dir(args)
+    if _owner_alive(state):
+        _print(f"an environment is already running from {state}; run `draflow-testenv down` first")
+        return 1
+    shutil.rmtree(state, ignore_errors=True)  # every `up` starts from a fresh cluster
+    return asyncio.run(_up(args, state))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

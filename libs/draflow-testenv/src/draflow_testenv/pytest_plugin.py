@@ -1,0 +1,132 @@
+"""pytest plugin (entry point ``pytest11``): fixtures over the real local environment.
+
+Session scoped: ``testenv`` (the running ``Environment``, started on first use, so unit-only runs start no
+server), ``kube`` (admin ``draflow_runtime.kube.KubeClient``), ``nats_url``, ``otlp_receiver`` (a real
+OTLP/gRPC receiver in this process). Function scoped: ``make_namespace`` (``await make_namespace()`` -> a
+fresh namespace with its ``default`` ServiceAccount, purged after the test) and ``run_service``
+(``await run_service(argv, env=..., kubeconfig=...)`` -> a process handle, stopped after the test).
+
+On a failure the report names the environment's logs directory. ``DRAFLOW_TESTENV_STATE_DIR`` pins the state
+directory (default: a temporary one whose ``logs/`` is kept).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import pytest_asyncio
+
+if TYPE_CHECKING:
+    from draflow_testenv.environment import Environment
+    from draflow_testenv.otlp import OtlpReceiver
+    from draflow_testenv.process import ManagedProcess
+
+_ENV: Environment | None = None
+
+
+def _sigterm_as_interrupt() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so fixtures tear down and atexit runs (default SIGTERM skips both)."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        def _handler(signum: int, frame: object) -> None:
+            raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, _handler)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def testenv() -> AsyncIterator[Environment]:
+    """The real environment (etcd + kube-apiserver, NATS JetStream, Jaeger v2), once per session."""
+    global _ENV
+    from draflow_testenv.environment import Environment
+
+    _sigterm_as_interrupt()
+    env = Environment(os.environ.get("DRAFLOW_TESTENV_STATE_DIR") or None)
+    _ENV = env
+    async with env:
+        yield env
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def kube(testenv: Environment) -> AsyncIterator[Any]:
+    """Admin ``KubeClient`` (client certificate in ``system:masters``)."""
+    from draflow_runtime.kube import KubeClient
+
+    client = await KubeClient.from_kubeconfig(str(testenv.kubeconfig))
+    try:
+        yield client
+    finally:
+        await client.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def nats_url(testenv: Environment) -> str:
+    return testenv.nats_url
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def otlp_receiver() -> AsyncIterator[OtlpReceiver]:
+    """A real OTLP/gRPC trace receiver: ``.endpoint``, ``.spans``, ``await .wait_for(pred, timeout)``."""
+    from draflow_testenv.otlp import OtlpReceiver
+
+    async with OtlpReceiver() as receiver:
+        yield receiver
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def make_namespace(testenv: Environment) -> AsyncIterator[Callable[..., Awaitable[str]]]:
+    """Factory: ``name = await make_namespace("prefix")``; each namespace is purged after the test."""
+    created: list[str] = []
+
+    async def _make(prefix: str = "test", *, service_account: bool = True) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+        await testenv.admin.ensure_namespace(name)
+        created.append(name)
+        if service_account:  # no controller creates it here; pods need it (ServiceAccount admission)
+            await testenv.admin.ensure_service_account(name, "default")
+        return name
+
+    yield _make
+    for name in created:
+        await testenv.admin.purge_namespace(name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def run_service(testenv: Environment) -> AsyncIterator[Callable[..., Awaitable[ManagedProcess]]]:
+    """Factory: ``proc = await run_service(argv, env={...}, kubeconfig=path, name="allocator")``.
+
+    The process gets KUBECONFIG (admin unless ``kubeconfig``), NATS_URL and OTEL_EXPORTER_OTLP_ENDPOINT,
+    logs to ``<logs>/<name>.log``; ``await proc.stop()`` / ``await proc.kill()``; stopped after the test.
+    """
+    started: list[ManagedProcess] = []
+
+    async def _run(
+        argv: Sequence[str], env: Mapping[str, str] | None = None, kubeconfig: str | Path | None = None,
+        *, name: str | None = None,
+    ) -> ManagedProcess:
+        proc = await testenv.run_service(argv, env=env, kubeconfig=kubeconfig, name=name)
+        started.append(proc)
+        return proc
+
+    yield _run
+    for proc in reversed(started):
+        await proc.stop()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _ENV is not None:
+        report.sections.append(("draflow-testenv", f"server and service logs: {_ENV.logs_dir}"))
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    if _ENV is not None and (terminalreporter.stats.get("failed") or terminalreporter.stats.get("error")):
+        terminalreporter.write_line(f"draflow-testenv logs: {_ENV.logs_dir}")
