@@ -1,7 +1,7 @@
 """Generate docs/configuration.md from the services' settings classes (pydantic-settings).
 
     python hack/gen_settings_docs.py          # write docs/configuration.md
-    python hack/gen_settings_docs.py --check  # fail if docs/configuration.md is out of date (part of make test)
+    python hack/gen_settings_docs.py --check  # fail if docs/configuration.md is stale (make test)
 """
 
 from __future__ import annotations
