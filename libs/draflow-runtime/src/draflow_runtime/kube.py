@@ -102,8 +102,8 @@ RESOURCE_CLAIM_TEMPLATES = Resource(
 )
 RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
-# In 1.36 DeviceTaintRule is served by resource.k8s.io/v1beta2 (feature gate DRADeviceTaintRules).
-DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1beta2", "devicetaintrules", "DeviceTaintRule", False)
+# resource.k8s.io/v1 since 1.37 (DRADeviceTaintRules GA; verified in v1.37.1 discovery); 1.36: v1beta2 only.
+DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False)
 
 
 def _query(**params: Any) -> list[tuple[str, Any]]:

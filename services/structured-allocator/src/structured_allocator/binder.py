@@ -8,6 +8,7 @@ The pipeline for one pod (upstream: PreBind + Bind), run off the decision loop::
                      already allocated -> strategic-merge patch adding the pod to status.reservedFor
                                          (listMap keyed by uid: idempotent, no fresh copy needed)
     hooks.after_status_write(plan)     fault-injection seam for tests
+    (the scheduler waits for binding conditions here, holding no write slot: binding_wait.py)
     bind                               POST pods/<name>/binding (uid precondition)
 
 Every step is **idempotent**: a retry after an ambiguous failure (timeout, crash) finds its own earlier
@@ -16,7 +17,8 @@ node). A claim allocated meanwhile by someone else with different devices fails 
 (:class:`AllocatedElsewhere`). When a step fails, :meth:`Binder.undo` takes back what this pipeline
 did: the pod leaves ``reservedFor``; a claim that it allocated and that nobody else reserved is
 deallocated again (allocation and finalizer removed), so no device stays held by a pod that was
-never bound.
+never bound. :meth:`Binder.deallocate_unused` is PostFilter's write (no node fits: give back a claim
+nobody else uses).
 """
 
 from __future__ import annotations
@@ -128,9 +130,11 @@ class Binder:
 
     # -- the pipeline --------------------------------------------------------------------------------
 
-    async def execute(self, plan: PodPlan, on_claim_written: Callable[[ClaimPlan], Awaitable[None]]) -> None:
-        """Write every claim of ``plan``, then bind. Raises :class:`WriteFailed`, ``ApiError`` or
-        ``TransportError``; ``plan.done`` lists what was written (for :meth:`undo`)."""
+    async def write_claims(self, plan: PodPlan,
+                           on_claim_written: Callable[[ClaimPlan], Awaitable[None]]) -> None:
+        """Write every claim of ``plan`` (then the ``after_status_write`` hook). Raises
+        :class:`WriteFailed`, ``ApiError`` or ``TransportError``; ``plan.done`` lists what was written
+        (for :meth:`undo`)."""
         pod_ref = pod_reference(plan.pod)
         for cp in plan.claims:
             with self.tracer.start_as_current_span("write claim", context=cp.context) as span:
@@ -145,8 +149,6 @@ class Binder:
                 await on_claim_written(cp)
         if self.hooks.after_status_write is not None:
             await self.hooks.after_status_write(plan)
-        if plan.bind:
-            await self.bind(plan.pod, plan.node)
 
     async def _allocate(self, cp: ClaimPlan, pod_ref: dict[str, str]) -> None:
         """Finalizer, then allocation + reservedFor in one status compare-and-swap. Idempotent."""
@@ -258,7 +260,7 @@ class Binder:
                 return
             if claim["metadata"].get("uid") != cp.uid:
                 return
-            status = dict(claim.get("status") or {})
+            status = claim.get("status") or {}
             reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod_uid]
             allocation = status.get("allocation")
             try:
@@ -266,19 +268,71 @@ class Binder:
                     if len(reserved) != len(status.get("reservedFor") or []):
                         await self.unreserve(cp, pod_uid)
                     return
-                if allocation:
-                    for k in ("allocation", "reservedFor", "devices"):
-                        status.pop(k, None)
-                    claim = await self.kube.replace(RESOURCE_CLAIMS, {**claim, "status": status},
-                                                    subresource="status", field_manager=self.field_manager)
-                finalizers = claim["metadata"].get("finalizers") or []
-                if FINALIZER in finalizers:
-                    body = {"metadata": {"resourceVersion": claim["metadata"]["resourceVersion"],
-                                         "finalizers": [f for f in finalizers if f != FINALIZER]}}
-                    await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
-                                          field_manager=self.field_manager)
+                await self._clear_allocation(claim)
                 log.info("claim deallocated after a failed placement", claim=cp.key)
                 return
             except Conflict:
                 continue
         raise WriteFailed("too many conflicts deallocating", claim=cp.key)
+
+    async def deallocate_unused(self, seen: Mapping[str, Any], pod_uid: str) -> bool:
+        """PostFilter: deallocate ``seen`` (a cached claim) if it still has the same allocation and is
+        reserved for nobody or only ``pod_uid``; clears allocation, reservedFor and devices, then drops
+        the finalizer, as the claim-controller does. Idempotent: True when the claim is (now)
+        unallocated, False when it changed meanwhile (in use again, other devices, replaced)."""
+        meta = seen["metadata"]
+        key = f"{meta['namespace']}/{meta['name']}"
+        for _ in range(_CAS_ATTEMPTS):
+            try:
+                claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+            except NotFound:
+                return True
+            status = claim.get("status") or {}
+            if claim["metadata"].get("uid") != meta.get("uid"):
+                return False
+            if not status.get("allocation"):
+                return True
+            if not same_devices(status["allocation"], (seen.get("status") or {}).get("allocation")) or \
+                    any(r.get("uid") != pod_uid for r in status.get("reservedFor") or []):
+                return False
+            try:
+                await self._clear_allocation(claim)
+            except Conflict:
+                continue
+            log.info("claim deallocated: no node fits the pod", claim=key)
+            return True
+        raise WriteFailed("too many conflicts deallocating", claim=key)
+
+    async def _clear_allocation(self, claim: Mapping[str, Any]) -> None:
+        """Status PUT without allocation, reservedFor and devices (compare-and-swap on the
+        resourceVersion of ``claim``; raises Conflict), then :meth:`_release_finalizer`."""
+        status = dict(claim.get("status") or {})
+        if status.get("allocation"):
+            for k in ("allocation", "reservedFor", "devices"):
+                status.pop(k, None)
+            claim = await self.kube.replace(RESOURCE_CLAIMS, {**claim, "status": status},
+                                            subresource="status", field_manager=self.field_manager)
+        await self._release_finalizer(claim)
+
+    async def _release_finalizer(self, claim: Mapping[str, Any]) -> None:
+        """Remove the delete-protection finalizer while the claim stays unallocated: a pipeline may
+        allocate it again right after the status write (then the finalizer must stay). Conflicts are
+        retried from a fresh GET."""
+        meta = claim["metadata"]
+        for _ in range(_CAS_ATTEMPTS):
+            finalizers = claim["metadata"].get("finalizers") or []
+            if FINALIZER not in finalizers or (claim.get("status") or {}).get("allocation"):
+                return
+            body = {"metadata": {"resourceVersion": claim["metadata"]["resourceVersion"],
+                                 "finalizers": [f for f in finalizers if f != FINALIZER]}}
+            try:
+                await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
+                                      field_manager=self.field_manager)
+                return
+            except Conflict:
+                try:
+                    claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+                except NotFound:
+                    return
+        raise WriteFailed("too many conflicts removing the finalizer",
+                          claim=f"{meta['namespace']}/{meta['name']}")

@@ -7,7 +7,9 @@
 * :class:`Waiting` — a claim does not exist yet, or its allocation for another pod is being written
   (the pod is retried when that changes; nothing is reported);
 * :class:`Unschedulable` — no node fits (:class:`~.explain_http.PodExplanation`), or the input is
-  broken (unknown DeviceClass, invalid CEL selector: the error names class and expression).
+  broken (unknown DeviceClass, invalid CEL selector: the error names class and expression), or an
+  allocated claim is unavailable (its binding conditions failed or timed out, :mod:`.bindingconds`).
+  When no node fits, ``deallocate`` names the allocated claim PostFilter gives back (:mod:`.postfilter`).
 
 Search: node filters first (:mod:`.nodes`), a cheap free-device count that skips nodes that cannot
 hold the devices asked for, then the core :class:`~.core.Allocator` per node. Like kube-scheduler's
@@ -18,13 +20,16 @@ each node's look-up independent of the number of slices elsewhere). The scorer p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
+from .bindingconds import binding_status, utcnow
 from .core import AllocationError, Allocator, CelCache, CelSelectorError, UnknownDeviceClassError
 from .explain_http import PodExplanation
 from .nodes import claim_selector_reason, node_filter_reason
+from .postfilter import claim_to_deallocate
 from .scoring import Candidate, Scorer
 from .state import ClusterState, pod_claim_names
 
@@ -56,6 +61,7 @@ class Waiting:
 class Unschedulable:
     explanation: PodExplanation
     claims: list[Mapping[str, Any]] = field(default_factory=list)  # claims that needed an allocation
+    deallocate: Mapping[str, Any] | None = None  # PostFilter: allocated claim to give back
 
 
 Decision = Placement | Waiting | Unschedulable
@@ -87,8 +93,11 @@ def _min_devices(claim: Mapping[str, Any]) -> int | None:
 
 class Decider:
     def __init__(self, state: ClusterState, scorer: Scorer, nodes_to_find: int,
-                 cel_cache: CelCache | None = None) -> None:
+                 cel_cache: CelCache | None = None, *, binding_timeout: float = 600.0,
+                 clock: Callable[[], datetime] = utcnow) -> None:
         self.state = state
+        self.binding_timeout = binding_timeout
+        self.clock = clock
         self.scorer = scorer
         self.nodes_to_find = nodes_to_find
         self.cel_cache = cel_cache or CelCache()
@@ -134,6 +143,7 @@ class Decider:
         assume = self.state.assume
         allocated: list[PlannedClaim] = []
         to_allocate: list[Mapping[str, Any]] = []
+        unavailable: list[tuple[Mapping[str, Any], str]] = []  # (claim, why): binding failed / timed out
         for claim in resolved:
             uid = claim["metadata"]["uid"]
             allocation = assume.allocation(uid)
@@ -150,7 +160,16 @@ class Decider:
                 return Unschedulable(PodExplanation(
                     pod_key, [], waiting=f'ResourceClaim "{ckey}" is already reserved for '
                     f"{MAX_RESERVED_FOR} consumers"))
+            binding = binding_status(claim, now=self.clock(), timeout=self.binding_timeout)
+            if binding.state.unavailable:
+                unavailable.append((claim, f'ResourceClaim "{ckey}" is not available: {binding.message}'))
             allocated.append(PlannedClaim(claim, None, not reserved))
+        allocated_claims = [a.claim for a in allocated]
+        if unavailable:
+            return Unschedulable(
+                PodExplanation(pod_key, [], waiting="; ".join(why for _, why in unavailable)),
+                deallocate=claim_to_deallocate(allocated_claims, str(pod_uid),
+                                               [c["metadata"]["uid"] for c, _ in unavailable]))
         claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
@@ -160,7 +179,8 @@ class Decider:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
         if best is None:
-            return Unschedulable(explanation, to_allocate)
+            return Unschedulable(explanation, to_allocate,
+                                 deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)))
         new = [PlannedClaim(c, a, True) for c, a in zip(to_allocate, best.allocations, strict=True)]
         return Placement(best.node["metadata"]["name"], allocated + new)
 

@@ -10,10 +10,15 @@
           pipeline (Binder) under a semaphore       its write shows up          explanation kept for HTTP
 
 Writes never stall decisions (upstream: PreBind runs in its own goroutine): the assume cache holds the
-devices while they are in flight. A failed pipeline is undone (the claim it allocated is deallocated),
-the assumptions are released and the pod is retried with exponential backoff. Unschedulable pods are
+devices while they are in flight. A pipeline whose devices have binding conditions waits for them
+between the claim writes and the binding (:mod:`.binding_wait`, no write slot held, Event
+``BindingConditionsPending``); a failure condition or the binding timeout fails the pipeline. A
+failed pipeline is undone (the claim it allocated is deallocated), the assumptions are released and
+the pod is retried with exponential backoff. Unschedulable pods are
 retried when something that could help changes: slices, classes, nodes, a claim of theirs, any claim
 freeing devices (informer handlers), a pool change announced on NATS, or after ``unschedulable_retry``.
+When no node fits and an allocated claim of the pod is used by nobody else, that claim is deallocated in
+the background (PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from draflow_runtime.tracing import context_from_annotations
 from draflow_runtime.workqueue import WorkQueue, registered_collector
 
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
+from .binding_wait import BindingWaiter
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
 from .report import Publish, Reporter
@@ -77,9 +83,14 @@ class Scheduler:
         self.settings = settings
         self.kube = kube
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(__name__)
-        self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace)
-        self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find)
+        self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
+                                  taint_rules=settings.device_taint_rules)
+        self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
+                               binding_timeout=settings.binding_timeout)
         self.binder = Binder(kube, settings.field_manager, self.tracer, hooks)
+        self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
+                                     poll_interval=settings.binding_poll_interval)
+        self._deallocating: set[str] = set()  # claim uids PostFilter is deallocating
         self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, publish)
         self.explanations = explanations if explanations is not None else ExplanationStore(
             settings.explanations_kept)
@@ -132,6 +143,7 @@ class Scheduler:
         self.queue.add(key)
 
     def claim_changed(self, key: str, freed: bool) -> None:
+        self.binding.notify(key)
         for pod in self.state.pods_using_claim(key):
             self.queue.add(key_of(pod))
         if freed:
@@ -230,7 +242,33 @@ class Scheduler:
         self.explanations.record(decision.explanation)
         log.info("pod unschedulable", reason=message)
         self._spawn(self.reporter.unschedulable(pod, message, decision.claims), f"report-{key}")
+        if decision.deallocate is not None:
+            self._post_filter(pod, decision.deallocate)
         return RequeueAfter(self.settings.unschedulable_retry)
+
+    def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
+        """Deallocate ``claim`` in the background (once at a time per claim); its informer event
+        requeues the pod."""
+        uid = claim["metadata"]["uid"]
+        if uid in self._deallocating:
+            return
+        self._deallocating.add(uid)
+        ckey = key_of(dict(claim))
+
+        async def run() -> None:
+            try:
+                async with self.write_slots:
+                    done = await self.binder.deallocate_unused(claim, pod["metadata"]["uid"])
+                if done:
+                    await self.reporter.recorder.event(
+                        dict(pod), "Normal", "ClaimDeallocated",
+                        f'no node fits: deallocated ResourceClaim "{ckey}" so that it can be allocated again')
+            except Exception as err:
+                log.warning("post-filter deallocation failed", claim=ckey, error=repr(err))
+            finally:
+                self._deallocating.discard(uid)
+
+        self._spawn(run(), f"deallocate-{ckey}")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task = asyncio.create_task(coro, name=name)
@@ -240,11 +278,23 @@ class Scheduler:
     # -- write pipelines ------------------------------------------------------------------------------
 
     async def _pipeline(self, plan: PodPlan) -> bool:
-        """Run the writes of ``plan``; True when all landed (and the pod is bound if ``plan.bind``)."""
+        """Write the claims of ``plan``, wait for binding conditions, bind (if ``plan.bind``); True when
+        all of it succeeded. On failure everything is undone and the pod retried with backoff."""
         key = plan.key
         try:
             async with self.write_slots:
-                await self.binder.execute(plan, lambda cp: self._claim_written(plan, cp))
+                await self.binder.write_claims(plan, lambda cp: self._claim_written(plan, cp))
+            # Pods already bound (NATS allocate requests) have no binding to hold back.
+            waiting = self.binding.pending(plan.claims) if plan.bind else []
+            if waiting:
+                await self.reporter.recorder.event(
+                    dict(plan.pod), "Normal", "BindingConditionsPending",
+                    f"waiting for binding conditions of {', '.join(cp.key for cp in waiting)} "
+                    f"on node {plan.node}")
+                await self.binding.wait(waiting)
+            if plan.bind:
+                async with self.write_slots:
+                    await self.binder.bind(plan.pod, plan.node)
         except Exception as err:
             PLACEMENTS.labels("failed").inc()
             failures = self._failures.get(key, 0) + 1

@@ -63,6 +63,21 @@ class Settings(ServiceSettings):
     events_max_age: float = Field(
         86400.0, ge=0, description="Seconds the events stream keeps a message (0: unlimited)."
     )
+    device_taint_rules: bool = Field(
+        True,
+        description="Watch DeviceTaintRules (resource.k8s.io/v1) and add their taints to the devices they "
+        "select; turn off for API servers that do not serve them.",
+    )
+    binding_timeout: float = Field(
+        600.0, gt=0,
+        description="Seconds after allocationTimestamp that a pod waits for the binding conditions of its "
+        "devices before the allocation is given up (upstream bindingTimeout).",
+    )
+    binding_poll_interval: float = Field(
+        5.0, gt=0,
+        description="Seconds between re-checks of binding conditions in the claim cache (a claim update "
+        "also wakes the waiting pipeline).",
+    )
     explanations_kept: int = Field(
         2048, ge=1, description="Explanations of unallocatable claims kept for GET /explain."
     )

@@ -3,7 +3,9 @@
 * pods not bound yet (``spec.nodeName=``; one scheduler name also filters ``spec.schedulerName``),
   indexed by the claims they reference (``byClaim``: ``namespace/claim``);
 * ResourceClaims, fed into the :class:`~.assume.AssumeCache`;
-* ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental);
+* ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental) with
+  the taints of matching DeviceTaintRules patched in (:mod:`.core.taint_rules`; a rule change re-indexes
+  the slices of the pools it can touch, before and after the change);
 * DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order).
 
 Handlers only update indexes and tell the :class:`Listener` what changed; the listener enqueues keys.
@@ -15,10 +17,19 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from draflow_runtime.informer import Informer, key_of
-from draflow_runtime.kube import DEVICE_CLASSES, NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from draflow_runtime.kube import (
+    DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
 
 from .assume import AssumeCache
 from .core import SliceIndex
+from .core.taint_rules import apply_taint_rules, rule_touches_pool
 
 __all__ = ["ClusterState", "Listener", "pod_claim_names"]
 
@@ -73,6 +84,7 @@ class ClusterState:
         listener: Listener,
         *,
         namespace: str | None = None,
+        taint_rules: bool = True,
     ) -> None:
         self.scheduler_names = scheduler_names
         self.namespace = namespace  # pods and claims of this namespace only; None: all
@@ -88,16 +100,20 @@ class ClusterState:
         self.slice_informer = Informer(kube, RESOURCE_SLICES, name="slices")
         self.classes = Informer(kube, DEVICE_CLASSES, name="deviceclasses")
         self.nodes = Informer(kube, NODES, name="nodes")
+        self.rules = Informer(kube, DEVICE_TAINT_RULES, name="devicetaintrules") if taint_rules else None
         self._node_order: list[str] | None = None
         self.pods.add_handler(self._on_pod)
         self.claims.add_handler(self._on_claim)
         self.slice_informer.add_handler(self._on_slice)
         self.classes.add_handler(self._on_class)
         self.nodes.add_handler(self._on_node)
+        if self.rules is not None:
+            self.rules.add_handler(self._on_rule)
 
     @property
     def informers(self) -> list[Informer]:
-        return [self.classes, self.nodes, self.slice_informer, self.claims, self.pods]
+        rules = [self.rules] if self.rules is not None else []
+        return [self.classes, self.nodes, *rules, self.slice_informer, self.claims, self.pods]
 
     async def start(self) -> None:
         """Start every informer and wait until all are synced (claims before pods: the assume cache
@@ -156,8 +172,22 @@ class ClusterState:
             assert old is not None
             self.slices.remove(old["metadata"]["name"])
         else:
-            self.slices.upsert(new)
+            self.slices.upsert(apply_taint_rules(new, self._rule_list()))
         self.listener.cluster_changed("slice")
+
+    def _rule_list(self) -> list[dict[str, Any]]:
+        return self.rules.list() if self.rules is not None else []
+
+    def _on_rule(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        """Re-index every slice of a pool the rule could select, before or after the change."""
+        changed = [r for r in (old, new) if r is not None]
+        rules = self._rule_list()
+        for raw in self.slice_informer.list():
+            spec = raw.get("spec") or {}
+            driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+            if any(rule_touches_pool(r, driver, pool) for r in changed):
+                self.slices.upsert(apply_taint_rules(raw, rules))
+        self.listener.cluster_changed("devicetaintrule")
 
     def _on_class(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         self.listener.cluster_changed("class")

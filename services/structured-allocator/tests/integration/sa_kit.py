@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
     EVENTS,
     NODES,
     PODS,
@@ -123,13 +124,16 @@ class Kit:
         await self.kube.patch(NODES, name, {"spec": {"taints": taints or None}})
         return name
 
-    async def slice(self, node: str, devices: int, *, attrs: dict[str, Any] | None = None) -> str:
+    async def slice(self, node: str, devices: int, *, attrs: dict[str, Any] | None = None,
+                    **device_fields: Any) -> str:
+        """``device_fields`` go into every device (e.g. ``bindingConditions``)."""
         name = f"{node}-{self.driver}"
         body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
                 "spec": {"driver": self.driver, "nodeName": node,
                          "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                          "devices": [{"name": f"gpu-{i}", "attributes": {
-                             "index": {"int": i}, **(attrs or {})}} for i in range(devices)]}}
+                             "index": {"int": i}, **(attrs or {})}, **device_fields}
+                             for i in range(devices)]}}
         await self.kube.create(RESOURCE_SLICES, body)
         self.cluster_objects.append((RESOURCE_SLICES, name))
         return name
@@ -143,13 +147,25 @@ class Kit:
         self.cluster_objects.append((DEVICE_CLASSES, name))
         return name
 
+    async def taint_rule(self, name: str, taint: dict[str, Any], **selector: str) -> str:
+        """A DeviceTaintRule (resource.k8s.io/v1) tainting the devices ``selector`` picks."""
+        name = f"{name}-{self.suffix}"
+        await self.kube.create(DEVICE_TAINT_RULES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": name},
+            "spec": {"deviceSelector": selector, "taint": taint}})
+        self.cluster_objects.append((DEVICE_TAINT_RULES, name))
+        return name
+
     # -- namespaced objects
 
     def claim_spec(self, *, device_class: str | None = None, count: int = 1,
-                   selectors: tuple[str, ...] = ()) -> dict[str, Any]:
+                   selectors: tuple[str, ...] = (),
+                   tolerations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         exactly: dict[str, Any] = {"deviceClassName": device_class or self.device_class, "count": count}
         if selectors:
             exactly["selectors"] = [{"cel": {"expression": s}} for s in selectors]
+        if tolerations:
+            exactly["tolerations"] = tolerations
         return {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}
 
     async def template(self, name: str, **kw: Any) -> str:
