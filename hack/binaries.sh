@@ -104,6 +104,21 @@ build_kube_apiserver() {
   consumer_build kube-apiserver k8s.io/kubernetes "$ver" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags" "${replaces[@]}"
 }
 
+# Tilt's Go module lacks its web UI (release builds add it), so a source build has no index.html to embed and
+# refuses to start. A writable copy of the module with a placeholder page (the terminal UI, `tilt ci` and
+# `tilt get` work as usual) is what the tilt build replaces the module with. Prints the copy's path.
+tilt_src() {
+  local go mod src="$CACHE/build/tilt-src-$TILT_VERSION"
+  if [ ! -f "$src/pkg/assets/build/index.html" ]; then
+    go=$(go_cmd)
+    mod=$(GOFLAGS=-mod=mod "$go" mod download -json "github.com/tilt-dev/tilt@$TILT_VERSION" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')
+    rm -rf "$src" && cp -r "$mod" "$src" && chmod -R u+w "$src"
+    echo '<!doctype html><title>Tilt</title><p>Tilt built from source without its web UI: use the terminal UI or <code>tilt get uiresources</code>.</p>' \
+      >"$src/pkg/assets/build/index.html"
+  fi
+  echo "$src"
+}
+
 build_one() {
   local name=$1 out
   out=$(bin_path "$name")
@@ -126,14 +141,19 @@ build_one() {
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
     # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build), and the checksum
     # database pass-through answers 404 for its github.com/tilt-dev/starlark-lsp pseudo-version.
-    tilt) NOSUMDB=1 CGO_ENABLED=1 consumer_build tilt github.com/tilt-dev/tilt "$TILT_VERSION" github.com/tilt-dev/tilt/cmd/tilt "-s -w" \
-      "github.com/emicklei/go-restful/v3=github.com/emicklei/go-restful/v3@v3.9.0" "github.com/pkg/browser=github.com/tilt-dev/browser@v0.0.1" ;;
+    # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build); the checksum database
+    # pass-through answers 404 for its github.com/tilt-dev/starlark-lsp pseudo-version; the version stamp
+    # makes it a release build (embedded web assets, see tilt_src) rather than a dev build wanting webpack.
+    tilt) NOSUMDB=1 CGO_ENABLED=1 consumer_build tilt github.com/tilt-dev/tilt "$TILT_VERSION" github.com/tilt-dev/tilt/cmd/tilt \
+      "-s -w -X main.version=${TILT_VERSION#v} -X main.date=source" \
+      "github.com/emicklei/go-restful/v3=github.com/emicklei/go-restful/v3@v3.9.0" "github.com/pkg/browser=github.com/tilt-dev/browser@v0.0.1" \
+      "github.com/tilt-dev/tilt=$(tilt_src)" ;;
   esac
   log "$name ready in $((SECONDS - start))s"
   flock -u "$lock_fd"
 }
 
-DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize)
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt)
 
 cmd=${1:-ensure}
 case $cmd in

@@ -12,6 +12,7 @@ HOST = "127.0.0.1"
 SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Added to kube-apiserver's default set (which already has NamespaceLifecycle, ServiceAccount, ...).
 ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy")
+DISABLED_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
 RUNTIME_CONFIG = ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true",
                   "resource.k8s.io/v1alpha3=true")
 
@@ -83,6 +84,9 @@ def apiserver_argv(
         f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
+        # No kube-controller-manager runs here, so nothing would ever lift the not-ready taint this plugin puts
+        # on new Nodes; the simulated kubelet's Ready condition and Lease are what mark a node usable.
+        f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         f"--runtime-config={','.join(RUNTIME_CONFIG)}",
         "--service-cluster-ip-range=10.96.0.0/16",
         # loopback may not be advertised as the kubernetes Service endpoint; nothing here needs that Service
