@@ -84,7 +84,7 @@ def apiserver_argv(
         f"--api-audiences={SERVICE_ACCOUNT_ISSUER}",
         "--authorization-mode=Node,RBAC",
         f"--enable-admission-plugins={','.join(ADMISSION_PLUGINS)}",
-        # No kube-controller-manager runs here, so nothing would ever lift the not-ready taint this plugin puts
+        # No kube-controller-manager runs here, so nothing would lift the not-ready taint this plugin puts
         # on new Nodes; the simulated kubelet's Ready condition and Lease are what mark a node usable.
         f"--disable-admission-plugins={','.join(DISABLED_ADMISSION_PLUGINS)}",
         f"--runtime-config={','.join(RUNTIME_CONFIG)}",
