@@ -122,3 +122,32 @@ async def test_second_candidate_takes_over_after_the_first_is_killed_without_rel
     assert spec["holderIdentity"] == "second"
     assert spec["leaseTransitions"] == 1
     assert not (first.overlap or second.overlap)
+
+
+async def test_run_forever_campaigns_again_after_leading_ends_and_returns_after_stop(
+    kube: KubeClient, make_namespace: Callable[..., Awaitable[str]]
+) -> None:
+    namespace = await make_namespace("leader-forever")
+    elector = LeaderElector(
+        kube, namespace=namespace, name="lock", identity="solo",
+        lease_duration=LEASE_DURATION, renew_deadline=RENEW_DEADLINE, retry_period=RETRY_PERIOD,
+    )
+    terms = 0
+    third_term = asyncio.Event()
+
+    async def lead() -> None:
+        nonlocal terms
+        terms += 1  # returning ends this term; run_forever must campaign and lead again
+        if terms == 3:
+            third_term.set()
+            await asyncio.Event().wait()
+
+    task = asyncio.create_task(elector.run_forever(lead))
+    async with asyncio.timeout(LEASE_DURATION * 6):
+        await third_term.wait()
+    assert elector.is_leader
+    await elector.stop()
+    async with asyncio.timeout(LEASE_DURATION):
+        await task  # returns after stop() instead of campaigning again
+    assert terms == 3
+    assert not (await lease_spec(kube, namespace)).get("holderIdentity")

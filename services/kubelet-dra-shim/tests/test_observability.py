@@ -15,11 +15,11 @@ from fakedriver import FakeDriver
 from helpers import allocate, claim, device_class, eventually, pod
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION, setup_tracing
-from kubelet_dra_shim.__main__ import EVENTS_STREAM
 from kubelet_dra_shim.fleet import Fleet
 from kubelet_dra_shim.settings import ShimSettings
 
@@ -117,7 +117,7 @@ async def test_claim_lifecycle_events_are_published(
 
     sub = await nc.subscribe(f"draflow.events.claim.{ns}.>", cb=on_message)
     bus = EventBus(nats_url, name="kubelet-dra-shim-test")
-    await bus.ensure_stream(EVENTS_STREAM, ["draflow.events.>"], max_age_seconds=86400.0)
+    await lifecycle.ensure_events_stream(bus)
     await bus.start()
 
     async def publish(subject: str, data: bytes) -> None:

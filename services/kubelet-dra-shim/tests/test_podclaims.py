@@ -14,7 +14,6 @@ from kubelet_dra_shim.podclaims import (
     container_cdi_devices,
     pod_claims,
 )
-from kubelet_dra_shim.settings import expand_nodes
 from kubelet_dra_shim.simkubelet import parse_duration, running_status
 
 
@@ -163,8 +162,3 @@ def test_running_status_keeps_start_time_and_reports_every_container() -> None:
     assert [c["name"] for c in status["containerStatuses"]] == ["a", "b"]
     assert all(c["state"]["running"] for c in status["containerStatuses"])
 
-
-def test_expand_nodes() -> None:
-    assert expand_nodes("a, node-0..node-2") == ["a", "node-0", "node-1", "node-2"]
-    with pytest.raises(ValueError):
-        expand_nodes("node-3..node-1")

@@ -124,6 +124,16 @@ class LeaderElector:
                     await self._call(on_stopped_leading)
             self._stopped.set()
 
+    async def run_forever(self, on_started_leading: Callable[[], Awaitable[Any]]) -> None:
+        """``run`` again and again: a replica that loses the lease campaigns for it again at once.
+
+        Returns only after ``stop()``; cancelling it behaves like cancelling ``run`` (no release)."""
+        while True:
+            await self.run(on_started_leading=on_started_leading)
+            if self._stop.is_set():
+                return
+            self._log.warning("leadership lost, campaigning again")
+
     async def stop(self) -> None:
         """Stop campaigning/leading, release the lease if held, and wait until ``run`` has returned.
         Idempotent."""

@@ -1,10 +1,11 @@
 """``draflow-testenv``: run the real local environment in the foreground, or stop one.
 
-    draflow-testenv up [--state-dir DIR] [--nodes N]   # start; print addresses; Ctrl-C / SIGTERM stops
+    draflow-testenv up [--state-dir DIR] [--nodes N] [--gpus G] [--env-only]
+                                                       # start; print addresses; Ctrl-C / SIGTERM stops
     draflow-testenv down [--state-dir DIR]             # stop a running `up` (recorded PIDs), remove state
 
-``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown; later
-work registers "start the five services", "start the demo" there.
+``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown:
+unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo).
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     up = sub.add_parser("up", help="start the environment and stay up until Ctrl-C / SIGTERM")
     up.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
     up.add_argument("--nodes", type=int, default=4, help="number of simulated nodes (used by later steps)")
+    up.add_argument("--gpus", type=int, default=8, help="fake GPUs per simulated node")
+    up.add_argument("--env-only", action="store_true", help="only the servers: no services, no demo")
     down = sub.add_parser("down", help="stop a running `up` and remove its state")
     down.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
     args = parser.parse_args(argv)
@@ -129,6 +132,10 @@ def main(argv: list[str] | None = None) -> int:
         _print(f"an environment is already running from {state}; run `draflow-testenv down` first")
         return 1
     shutil.rmtree(state, ignore_errors=True)  # every `up` starts from a fresh cluster
+    if not args.env_only:
+        from draflow_testenv import flow
+
+        STEPS.extend(step for step in flow.STEPS if step not in STEPS)
     return asyncio.run(_up(args, state))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import KubeClient
@@ -17,7 +18,6 @@ from .fleet import Fleet
 from .settings import ShimSettings
 
 SERVICE = "kubelet-dra-shim"
-EVENTS_STREAM = "DRAFLOW_EVENTS"
 log = get_logger(__name__)
 
 
@@ -28,13 +28,21 @@ async def serve(settings: ShimSettings) -> None:
     fleet: Fleet | None = None
     obs: ObservabilityServer | None = None
     try:
-        await bus.ensure_stream(EVENTS_STREAM, ["draflow.events.>"], max_age_seconds=86400.0)
+        # The one shared stream (DRAFLOW_EVENTS on draflow.events.>, lifecycle's limits); never a stream
+        # of our own or with other settings: services would keep rewriting each other's configuration.
+        await lifecycle.ensure_events_stream(bus)
         await bus.start()
 
         async def publish(subject: str, data: bytes) -> None:
             await bus.publish(subject, data)
 
-        fleet = Fleet(settings, kube, EventRecorder(kube, SERVICE), publish if bus.enabled else None)
+        fleet = Fleet(
+            settings,
+            kube,
+            EventRecorder(kube, SERVICE),
+            publish if bus.enabled else None,
+            bus=bus if bus.enabled else None,
+        )
         if settings.http_port:
             obs = ObservabilityServer(
                 settings.http_port, settings.http_host, ready=lambda: fleet is not None and fleet.ready

@@ -8,15 +8,23 @@ JSON for now (a later issue moves it to a protobuf message from ``protos/``; onl
 
 Publishing never fails the caller: NATS is the nervous system, Kubernetes is the truth. The bus keeps
 events in a bounded outbox while NATS is unreachable; an exception here is logged and dropped.
+
+Consumed: ``draflow.events.claim.*.*.allocated`` (structured-allocator; JSON or the
+``draflow.events.v1.ClaimEvent`` protobuf, both read by ``draflow_runtime.lifecycle.decode_payload``) on a
+core NATS subscription, as a nudge only: :func:`subscribe_allocated` hands the pod and node named in the
+event to a callback, which looks at that pod at once. Missing one costs latency, never correctness.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 import orjson
 
+from draflow_runtime import lifecycle
+from draflow_runtime.bus import EventBus
 from draflow_runtime.log import get_logger
 
 from .checkpoint import ClaimInfo, PreparedDevice
@@ -24,6 +32,7 @@ from .checkpoint import ClaimInfo, PreparedDevice
 log = get_logger(__name__)
 
 SUBJECT_PREFIX = "draflow.events.claim"
+ALLOCATED_SUBJECT = lifecycle.claim_subject("*", "*", "allocated")
 Publish = Callable[[str, bytes], Awaitable[None]]
 
 
@@ -86,3 +95,37 @@ class ClaimEvents:
 
     async def unprepared(self, info: ClaimInfo, node: str, driver: str) -> None:
         await self._send("unprepared", info, payload(info, node, driver, info.drivers.get(driver, [])))
+
+
+@dataclass(frozen=True)
+class Allocated:
+    """The pod an ``allocated`` event is about and the node of the allocation ("" when not node-local)."""
+
+    namespace: str
+    pod: str
+    node: str
+
+
+def allocated_target(data: bytes, headers: Mapping[str, str] | None = None) -> Allocated | None:
+    """The pod and node of one ``allocated`` message (pure); None when it names no pod or is unreadable."""
+    try:
+        event = lifecycle.decode_payload(ALLOCATED_SUBJECT, data, headers)
+    except ValueError:
+        return None
+    if not isinstance(event, lifecycle.ClaimEvent) or not event.pod.name:
+        return None
+    return Allocated(event.pod.namespace or event.namespace, event.pod.name, event.node)
+
+
+async def subscribe_allocated(bus: EventBus, on_allocated: Callable[[Allocated], None]) -> None:
+    """Call ``on_allocated`` for every ``draflow.events.claim.*.*.allocated`` message that names a pod
+    (core NATS: at most once, nothing while disconnected; the subscription is renewed on reconnect)."""
+
+    async def handler(data: bytes, headers: Mapping[str, str]) -> None:
+        target = allocated_target(data, headers)
+        if target is None:
+            log.debug("allocated event without a pod ignored")
+            return
+        on_allocated(target)
+
+    await bus.subscribe(ALLOCATED_SUBJECT, handler)

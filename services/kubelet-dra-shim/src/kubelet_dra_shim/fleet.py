@@ -3,8 +3,8 @@
 Each :class:`Node` owns only what is really per node: its registry directory watcher, its plugin store
 (the gRPC channels to its drivers), its checkpoint and claim cache, and its health cache. Shared across
 the fleet: one API client, one pods informer (``spec.nodeName=<node>`` for one node, every bound pod
-indexed by node for a fleet), one work queue and runner, one registry poll loop, one NATS connection.
-A single-node shim is simply a fleet of one.
+indexed by node for a fleet), one work queue and runner, one registry poll loop, one NATS connection
+(claim events out, ``allocated`` nudges in). A single-node shim is simply a fleet of one.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from draflow_runtime.bus import EventBus
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
@@ -24,7 +25,7 @@ from draflow_runtime.reconcile import Runner
 from draflow_runtime.workqueue import WorkQueue
 
 from .checkpoint import read_boot_id
-from .claimevents import ClaimEvents
+from .claimevents import Allocated, ClaimEvents, subscribe_allocated
 from .health import NodeHealth
 from .manager import TRACER_NAME, NodeManager
 from .plugins import PluginStore, PluginWatcher, poll
@@ -60,8 +61,12 @@ class Fleet:
         publish: Callable[[str, bytes], Awaitable[None]] | None = None,
         *,
         tracer_provider: Any = None,
+        bus: EventBus | None = None,
     ) -> None:
+        """``publish``: claim events out (None: not published); ``bus``: where ``allocated`` nudges come
+        from (None or ``allocated_nudges`` off: none)."""
         self.settings = settings
+        self.bus = bus
         self.kube = kube
         self.events = ClaimEvents(publish)
         self.boot_id = read_boot_id(settings.boot_id_file)
@@ -111,6 +116,7 @@ class Fleet:
             recorder,
             self.sim,
             health_view=self._health_view if settings.health else None,
+            kube=kube,
         )
         self.claims: Informer | None = None
         if settings.watch_claims:
@@ -122,6 +128,9 @@ class Fleet:
     def _health_view(self, node: str) -> dict[tuple[str, str, str], tuple[str, str]]:
         health = self.nodes[node].health
         return health.view() if health is not None else {}
+
+    def _allocated(self, target: Allocated) -> None:
+        self.controller.nudge(target.namespace, target.pod, target.node)
 
     def _health_changed(self, node: str, driver: str) -> None:
         self.controller.enqueue_node_pods(node)
@@ -163,6 +172,8 @@ class Fleet:
         self._spawn(runner.run(), "runner")
         self.controller.enqueue_all()
         self._spawn(self._resync(), "resync")
+        if self.bus is not None and self.bus.enabled and self.settings.allocated_nudges:
+            await subscribe_allocated(self.bus, self._allocated)
         self.ready = True
         log.info(
             "shim started",

@@ -17,6 +17,11 @@ otherwise                                          prepare its claims; simulated
 
 A claim that is not ready yet (not generated, not allocated, pod not reserved) is retried after a short,
 growing delay; a driver error becomes a Warning Event on the pod and is retried with backoff.
+
+**Nudges** (:meth:`PodController.nudge`, from the NATS ``allocated`` events): the pod is queued at once. If
+the pods watch has not shown it yet, its reconcile reads it live from the API server (``GET``), and until
+the watch shows it the node sweep re-reads it live too, so a pod prepared that way is never taken for a
+finished one. As soon as the cache has the pod, the cache is the only source again.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ from typing import Any
 
 import orjson
 
-from draflow_runtime.errors import DraflowError
+from draflow_runtime.errors import DraflowError, NotFound
 from draflow_runtime.informer import Informer
+from draflow_runtime.kube import PODS
 from draflow_runtime.log import bind, get_logger
 from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter
 from draflow_runtime.workqueue import WorkQueue
@@ -96,8 +102,10 @@ class PodController:
         recorder: Any,
         sim: SimKubelet | None,
         health_view: Callable[[str], Mapping[tuple[str, str, str], tuple[str, str]]] | None = None,
+        kube: Any = None,
     ) -> None:
         self.pods = pods
+        self.kube = kube  # live reads of nudged pods the cache does not show yet (None: no nudges)
         self.queue = queue
         self.managers = managers
         self.recorder = recorder
@@ -105,6 +113,8 @@ class PodController:
         self.health_view = health_view
         self._waits: dict[PodKey, int] = {}
         self._health_written: dict[str, tuple[str, bytes]] = {}  # pod uid -> (node, last health written)
+        # Nudged pods not in the cache: None until read live, then (uid, node) of the live read.
+        self._nudged: dict[PodKey, tuple[str, str] | None] = {}
         pods.add_handler(self._on_event)
 
     # --- handlers (enqueue only) ---------------------------------------------------------------------
@@ -134,6 +144,22 @@ class PodController:
             if pod is not None and pod_node(pod) in self.managers:
                 self.queue.add(PodKey(namespace, ref["name"]))
 
+    def nudge(self, namespace: str, name: str, node: str) -> None:
+        """The pod's claims were just allocated (for ``node``; "" unknown): look at it now.
+
+        A pod the cache has is simply queued. One it does not have yet is queued for a live read, but
+        only when the event names one of our nodes (every shim hears every event)."""
+        key = PodKey(namespace, name)
+        pod = self.pods.get(f"{namespace}/{name}")
+        if pod is not None:
+            if pod_node(pod) in self.managers:
+                self.queue.add(key)
+            return
+        if self.kube is None or node not in self.managers:
+            return
+        self._nudged.setdefault(key, None)
+        self.queue.add(key)
+
     def enqueue_node_pods(self, node: str) -> None:
         for pod in self.pods.by_index("byNode", node):
             self.queue.add(PodKey(pod["metadata"]["namespace"], pod["metadata"]["name"]))
@@ -149,6 +175,10 @@ class PodController:
         if isinstance(key, NodeKey):
             return await self._reconcile_node(key.node)
         pod = self.pods.get(f"{key.namespace}/{key.name}")
+        if pod is not None:
+            self._nudged.pop(key, None)  # the watch caught up: the cache is the truth again
+        elif key in self._nudged:
+            pod = await self._read_live(key)
         if pod is None or pod_node(pod) not in self.managers:
             self._waits.pop(key, None)
             return Done()
@@ -160,9 +190,41 @@ class PodController:
             return False
         return not (self.sim is not None and pod["metadata"].get("deletionTimestamp"))
 
+    async def _read_live(self, key: PodKey) -> dict[str, Any] | None:
+        """GET a nudged pod the cache does not show; remember it while it is on one of our nodes."""
+        try:
+            pod: dict[str, Any] = await self.kube.get(PODS, key.name, namespace=key.namespace)
+        except NotFound:
+            self._nudged.pop(key, None)
+            return None
+        if pod_node(pod) not in self.managers:
+            self._nudged.pop(key, None)
+            return None
+        self._nudged[key] = (pod["metadata"]["uid"], pod_node(pod))
+        return pod
+
+    async def _nudged_active(self, node: str) -> set[str]:
+        """UIDs of active pods on ``node`` that were read live and that the cache still does not show."""
+        active: set[str] = set()
+        for key, seen in list(self._nudged.items()):
+            if seen is None or seen[1] != node:
+                continue
+            if self.pods.get(f"{key.namespace}/{key.name}") is not None:
+                self._nudged.pop(key, None)
+                continue
+            pod = await self._read_live(key)
+            if pod is None:
+                continue
+            if pod_node(pod) == node and self._active(pod):
+                active.add(pod["metadata"]["uid"])
+            else:
+                self._nudged.pop(key, None)  # finished or moved: nothing to protect any more
+        return active
+
     async def _reconcile_node(self, node: str) -> ReconcileResult:
         manager = self.managers[node]
         active = {p["metadata"]["uid"] for p in self.pods.by_index("byNode", node) if self._active(p)}
+        active |= await self._nudged_active(node)
         failures = await manager.release_inactive(active)
         for uid, (where, _) in list(self._health_written.items()):
             if where == node and uid not in active:
@@ -213,7 +275,10 @@ class PodController:
             if not outcome.ready:
                 return
             await self.sim.publish_cdi_devices(pod, container_cdi_devices(pod, outcome.claims))
-            await self.sim.mark_running(pod, self._health(pod, outcome))
+            # Always with the current health: containerStatuses is an atomic list, so a status written
+            # without allocatedResourcesStatus (e.g. again from a cache that still says Pending) drops it.
+            health, _ = self._health(pod, outcome)
+            await self.sim.mark_running(pod, health)
             return
         left = run_deadline(pod)
         if left is not None and left <= 0:
@@ -221,24 +286,26 @@ class PodController:
             return
         if outcome.ready:
             await self.sim.publish_cdi_devices(pod, container_cdi_devices(pod, outcome.claims))
-            health = self._health(pod, outcome)
-            if health is not None:
+            health, changed = self._health(pod, outcome)
+            if changed:
                 await self.sim.mark_running(pod, health)
 
-    def _health(self, pod: dict[str, Any], outcome: PrepareOutcome) -> dict[str, list[dict[str, Any]]] | None:
-        """The allocatedResourcesStatus to write, or None when unchanged since the last write."""
+    def _health(
+        self, pod: dict[str, Any], outcome: PrepareOutcome
+    ) -> tuple[dict[str, list[dict[str, Any]]] | None, bool]:
+        """(the allocatedResourcesStatus to write — None while no health is known —, whether it differs
+        from the last one written for the pod). Records it as written."""
         if self.health_view is None or not outcome.claims:
-            return None
+            return None, False
         view = self.health_view(pod_node(pod))
         if not view:
-            return None
+            return None, False
         desired = allocated_resources_status(pod, outcome.claims, view)
         digest = orjson.dumps(desired, option=orjson.OPT_SORT_KEYS)
         uid = pod["metadata"]["uid"]
-        if self._health_written.get(uid) == (pod_node(pod), digest):
-            return None
+        changed = self._health_written.get(uid) != (pod_node(pod), digest)
         self._health_written[uid] = (pod_node(pod), digest)
-        return desired
+        return desired, changed
 
     async def _event(self, pod: Mapping[str, Any], reason: str, failure: ClaimFailure) -> None:
         try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.log import get_logger
@@ -28,38 +27,6 @@ from reference_driver.settings import DriverSettings
 from reference_driver.state import DriverIdentity
 
 log = get_logger(__name__)
-
-_RANGE = re.compile(r"^(?P<prefix>.*?)(?P<start>\d+)\.\.(?P=prefix)(?P<end>\d+)$")
-
-
-def expand_nodes(spec: str) -> list[str]:
-    """``"a,node-0..node-2"`` -> ``["a", "node-0", "node-1", "node-2"]``. Duplicates are an error."""
-    nodes: list[str] = []
-    for part in (p.strip() for p in spec.split(",")):
-        if not part:
-            continue
-        match = _RANGE.match(part)
-        if match is None:
-            if ".." in part:
-                raise ValueError(f"bad node range {part!r}: want <prefix><n>..<prefix><m>")
-            nodes.append(part)
-            continue
-        start, end = int(match["start"]), int(match["end"])
-        if end < start:
-            raise ValueError(f"bad node range {part!r}: end before start")
-        nodes.extend(f"{match['prefix']}{i}" for i in range(start, end + 1))
-    if len(set(nodes)) != len(nodes):
-        raise ValueError(f"duplicate node names in {spec!r}")
-    return nodes
-
-
-def node_names(settings: DriverSettings) -> list[str]:
-    if settings.nodes:
-        return expand_nodes(settings.nodes)
-    if settings.node_count:
-        return [f"{settings.node_name_prefix}{i}" for i in range(settings.node_count)]
-    return [settings.node_name]
-
 
 def inventory_base(settings: DriverSettings) -> InventoryConfig:
     return InventoryConfig.model_validate({
@@ -94,7 +61,7 @@ class Fleet:
         identity = DriverIdentity(settings.driver_name, settings.cdi_class)
         self.nodes: dict[str, NodeDriver] = {}
         self.servers: list[NodeServer] = []
-        for name in node_names(settings):
+        for name in settings.node_names():
             node = NodeDriver(
                 node_name=name,
                 identity=identity,

@@ -7,25 +7,19 @@ own directories under ``--fleet-root`` (see :mod:`reference_driver.fleet`).
 
 from __future__ import annotations
 
-import os
 import re
-import socket
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime.settings import DEFAULT_DOC_KEY, ServiceSettings
+from draflow_runtime.nodeagent import FleetSettings
 
 DRIVER_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)+$")
 Profile = Literal["plain", "partitionable", "consumable"]
 
 
-def _default_node_name() -> str:
-    return os.environ.get("NODE_NAME") or socket.gethostname()
-
-
-class DriverSettings(ServiceSettings):
+class DriverSettings(FleetSettings):
     """reference-driver: a DRA kubelet plugin with fake GPUs (one node, or a fleet of simulated nodes)."""
 
     model_config = SettingsConfigDict(env_prefix="DRAFLOW_REFERENCE_DRIVER_")
@@ -34,11 +28,6 @@ class DriverSettings(ServiceSettings):
         "gpu.draflow.example", description="DRA driver name (a DNS subdomain); also the CDI vendor."
     )
     cdi_class: str = Field("gpu", description="CDI device class: CDI kind is <driver-name>/<cdi-class>.")
-    node_name: str = Field(
-        default_factory=_default_node_name,
-        description="Node served in single-node mode.",
-        json_schema_extra={DEFAULT_DOC_KEY: "$NODE_NAME, else the hostname"},
-    )
     registry_dir: str = Field(
         "/var/lib/kubelet/plugins_registry",
         description="Kubelet plugin-watcher directory; the registration socket is <dir>/<driver>-reg.sock.",
@@ -53,12 +42,6 @@ class DriverSettings(ServiceSettings):
         description="Directory of the checkpoint and the health control file (health.json).",
     )
     # -- fleet mode ---------------------------------------------------------------------------------
-    nodes: str = Field(
-        "",
-        description="Fleet mode: nodes to serve, comma separated; 'node-0..node-199' expands a range.",
-    )
-    node_name_prefix: str = Field("sim-", description="Fleet mode with --node-count: node name prefix.")
-    node_count: int = Field(0, ge=0, description="Fleet mode: serve <prefix>0 .. <prefix><count-1>.")
     fleet_root: str = Field(
         "/var/lib/draflow/fleet",
         description="Fleet mode: per-node plugins_registry, plugins, cdi and state dirs under <root>/<node>.",
@@ -96,12 +79,3 @@ class DriverSettings(ServiceSettings):
             raise ValueError("must be a lower-case DNS subdomain of at most 63 characters (gpu.example.com)")
         return value
 
-    @model_validator(mode="after")
-    def _check_fleet(self) -> DriverSettings:
-        if self.nodes and self.node_count:
-            raise ValueError("set either nodes or node_count, not both")
-        return self
-
-    @property
-    def fleet_mode(self) -> bool:
-        return bool(self.nodes or self.node_count)

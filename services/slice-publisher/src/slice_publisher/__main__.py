@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 
-from draflow_runtime.bus import BusError, EventBus
+from draflow_runtime.bus import EventBus
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.log import configure_logging, get_logger
 from draflow_runtime.observability import ObservabilityServer
 from draflow_runtime.service import run
 from draflow_runtime.settings import load_settings
 from draflow_runtime.tracing import setup_tracing, shutdown_tracing
-from slice_publisher import events
 from slice_publisher.fleet import Publisher
 from slice_publisher.settings import PublisherSettings
 
@@ -25,16 +24,7 @@ async def serve(settings: PublisherSettings) -> None:
     kube = await KubeClient.from_kubeconfig(settings.kubeconfig)
     bus = EventBus(settings.nats_url, name=SERVICE)
     await bus.start()
-    if settings.events_stream:
-        try:
-            await bus.ensure_stream(settings.events_stream, events.STREAM_SUBJECTS, max_age_seconds=24 * 3600)
-        except BusError as exc:  # NATS is the nervous system, not the truth: go on without the stream
-            log.warning("pool event stream not declared", stream=settings.events_stream, error=str(exc))
-
-    async def publish(subject: str, data: bytes) -> object:
-        return await bus.publish(subject, data, jetstream=bool(settings.events_stream))
-
-    publisher = Publisher(kube, settings, publish=publish if bus.enabled else None)
+    publisher = Publisher(kube, settings, bus=bus if bus.enabled else None)
     server = None
     if settings.http_port:
         server = ObservabilityServer(

@@ -39,6 +39,7 @@ from typing import Any
 from opentelemetry import trace
 from prometheus_client import Counter, Histogram
 
+from draflow_runtime.bus import EventBus
 from draflow_runtime.errors import Conflict, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
@@ -64,7 +65,7 @@ from slice_publisher.splitter import DesiredPool, InvalidPool
 from slice_publisher.taints import Overlay, apply_overlay
 
 log = get_logger(__name__)
-tracer = trace.get_tracer("slice_publisher")
+TRACER_NAME = "slice_publisher"
 
 SLICES_CREATED: Counter = registered_collector(
     Counter, "draflow_slice_publisher_slices_created_total", "ResourceSlices created.", ["driver"]
@@ -122,12 +123,20 @@ class Publisher:
     """slice-publisher for one node or a fleet of nodes. :meth:`run` until cancelled."""
 
     def __init__(
-        self, kube: KubeClient, settings: PublisherSettings, *, publish: events.Publish | None = None
+        self,
+        kube: KubeClient,
+        settings: PublisherSettings,
+        *,
+        bus: EventBus | None = None,
+        tracer_provider: Any = None,
     ) -> None:
+        """``bus``: where pool-change events go (None: not published); ``tracer_provider``: the
+        OpenTelemetry provider of the sync spans (None: the global one)."""
         self.kube = kube
         self.settings = settings
         self.stats = Stats()
-        self._publish = publish
+        self._bus = bus
+        self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
         self._drivers: dict[tuple[str, str], DriverState] = {}
         self._node_by_label: dict[str, str] = {}
         self._written: dict[str, dict[str, tuple[dict[str, Any] | None, str, float]]] = {}
@@ -173,6 +182,7 @@ class Publisher:
 
     async def run(self) -> None:
         """Start informers, the registry watcher and the workers; return only when cancelled."""
+        await events.declare_stream(self._bus)
         self.slices.add_handler(self._on_slice)
         self.nodes.add_handler(self._on_node)
         await self.slices.start()
@@ -348,7 +358,7 @@ class Publisher:
             return Done()
         phash = pool_hash(driver, pool, node)
         started = time.perf_counter()
-        with tracer.start_as_current_span(
+        with self._tracer.start_as_current_span(
             "slice-publisher.sync_pool", attributes={"node": node, "driver": driver, "pool": pool}
         ) as span:
             existing = self.existing(phash)
@@ -393,8 +403,16 @@ class Publisher:
             span.set_attributes(
                 {"created": result.created, "updated": result.updated, "deleted": result.deleted}
             )
-        SYNC_SECONDS.labels(driver).observe(time.perf_counter() - started)
-        tainted = sum(1 for d in (desired.devices if desired else ()) if d.get("taints"))
+            SYNC_SECONDS.labels(driver).observe(time.perf_counter() - started)
+            # Inside the span: the event carries this sync's trace context in its headers.
+            self.stats.events += 1
+            await events.pool_changed(
+                self._bus,
+                plan,
+                result,
+                desired.devices if desired else (),
+                node=node if desired is None or desired.node_name else "",
+            )
         log.info(
             "pool synced",
             node=node,
@@ -407,8 +425,6 @@ class Publisher:
             updated=result.updated,
             deleted=result.deleted,
         )
-        self.stats.events += 1
-        await events.pool_changed(self._publish, plan, result, tainted)
         return Done()
 
     def _count(self, driver: str, result: ApplyResult) -> None:

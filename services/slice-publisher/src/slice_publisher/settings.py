@@ -7,29 +7,17 @@ the layout the reference driver and kubelet-dra-shim use for simulated nodes.
 
 from __future__ import annotations
 
-import os
-import socket
-
 from pydantic import Field, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime.settings import DEFAULT_DOC_KEY, ServiceSettings
+from draflow_runtime.nodeagent import NodeSettings
 
 
-def _default_node_name() -> str:
-    return os.environ.get("NODE_NAME") or socket.gethostname()
-
-
-class PublisherSettings(ServiceSettings):
+class PublisherSettings(NodeSettings):
     """slice-publisher: drivers' inventory streams to ResourceSlices, for one node or a fleet of nodes."""
 
     model_config = SettingsConfigDict(env_prefix="DRAFLOW_SLICE_PUBLISHER_")
 
-    node_name: str = Field(
-        default_factory=_default_node_name,
-        description="Node served in single-node mode.",
-        json_schema_extra={DEFAULT_DOC_KEY: "$NODE_NAME, else the hostname"},
-    )
     registry_dir: str = Field(
         "/var/lib/kubelet/plugins_registry",
         description="Single-node mode: directory of the drivers' registration sockets (<driver>-reg.sock).",
@@ -70,10 +58,6 @@ class PublisherSettings(ServiceSettings):
     )
     workers: int = Field(8, ge=1, description="Pools synced concurrently.")
     field_manager: str = Field("draflow-slice-publisher", description="Field manager of every write.")
-    events_stream: str = Field(
-        "DRAFLOW_POOL_EVENTS",
-        description="JetStream stream for pool-change events (subjects draflow.events.pool.>); empty: none.",
-    )
 
     @model_validator(mode="after")
     def _check_mode(self) -> PublisherSettings:

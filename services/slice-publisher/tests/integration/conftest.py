@@ -112,7 +112,9 @@ class Harness:
         await proc.wait_ready(lambda: _answers(sock), timeout=60)
         return proc
 
-    async def start_publisher(self, **overrides: Any) -> Publisher:
+    async def start_publisher(
+        self, *, bus: Any = None, tracer_provider: Any = None, **overrides: Any
+    ) -> Publisher:
         settings = PublisherSettings(
             node_name=self.dirs.node,
             registry_dir=str(self.dirs.registry),
@@ -122,7 +124,7 @@ class Harness:
             nats_url="",
             **overrides,
         )
-        pub = Publisher(self.kube, settings)
+        pub = Publisher(self.kube, settings, bus=bus, tracer_provider=tracer_provider)
         task = asyncio.create_task(pub.run())
         self.publishers.append((pub, task))
         return pub

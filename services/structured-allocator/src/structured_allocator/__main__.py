@@ -78,9 +78,7 @@ async def serve(settings: Settings) -> None:
             lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
             retry_period=settings.retry_period,
         )
-        while True:
-            await elector.run(on_started_leading=lambda: lead(settings, kube, explanations, current))
-            log.warning("leadership lost, campaigning again")
+        await elector.run_forever(lambda: lead(settings, kube, explanations, current))
     finally:
         if elector is not None:
             with contextlib.suppress(Exception):

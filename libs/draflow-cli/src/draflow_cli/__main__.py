@@ -1,0 +1,91 @@
+"""``draflow``: look at a running draflow from the outside.
+
+    draflow status                         devices per node and pool: total, allocated, tainted, unhealthy
+    draflow explain <namespace>/<claim>    why a claim is not allocated (the allocator's explanation)
+    draflow events [--claim ns/name]       a claim's lifecycle timeline, or the latest events
+    draflow trace <namespace>/<claim>      the claim's span tree from Jaeger, with the Jaeger link
+
+Every flag has an environment twin: --kubeconfig KUBECONFIG, --nats-url NATS_URL, --jaeger-url JAEGER_URL,
+--allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Awaitable, Callable
+
+from draflow_runtime.kube import KubeClient
+
+from . import events, explain, status, trace
+
+
+def _claim_ref(value: str) -> tuple[str, str]:
+    namespace, sep, name = value.partition("/")
+    if not sep or not namespace or not name:
+        raise argparse.ArgumentTypeError(f"expected <namespace>/<claim>, got {value!r}")
+    return namespace, name
+
+
+def parser() -> argparse.ArgumentParser:
+    doc = (__doc__ or "").splitlines()
+    p = argparse.ArgumentParser(
+        prog="draflow", description=doc[0], epilog="\n".join(doc[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    env = os.environ.get
+    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig file (env KUBECONFIG)")
+    p.add_argument("--nats-url", default=env("NATS_URL", "nats://127.0.0.1:4222"),
+                   help="NATS server URL (env NATS_URL; default %(default)s)")
+    p.add_argument("--jaeger-url", default=env("JAEGER_URL", "http://127.0.0.1:16686"),
+                   help="Jaeger query URL (env JAEGER_URL; default %(default)s)")
+    p.add_argument("--allocator-url", default=env("DRAFLOW_ALLOCATOR_URL", "http://127.0.0.1:8080"),
+                   help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; default %(default)s)")
+    sub = p.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="devices per node and pool: total, allocated, tainted, unhealthy, free")
+    ex = sub.add_parser("explain", help="why a claim is (not) allocated")
+    ex.add_argument("claim", type=_claim_ref, metavar="NAMESPACE/CLAIM")
+    ev = sub.add_parser("events", help="a claim's lifecycle timeline, or the latest events")
+    ev.add_argument("--claim", type=_claim_ref, metavar="NAMESPACE/CLAIM", help="only this claim")
+    ev.add_argument("--last", type=int, default=0, help="at most this many (default: all / 100)")
+    tr = sub.add_parser("trace", help="the claim's span tree from Jaeger")
+    tr.add_argument("claim", type=_claim_ref, metavar="NAMESPACE/CLAIM")
+    tr.add_argument("--wait", type=float, default=0.0, help="seconds to wait for spans to reach Jaeger")
+    return p
+
+
+async def _with_kube(args: argparse.Namespace, fn: Callable[[KubeClient], Awaitable[str]]) -> str:
+    kube = await KubeClient.from_kubeconfig(args.kubeconfig)
+    try:
+        return await fn(kube)
+    finally:
+        await kube.close()
+
+
+async def run(args: argparse.Namespace) -> str:
+    if args.command == "status":
+        return await _with_kube(args, status.run)
+    if args.command == "explain":
+        return await _with_kube(args, lambda k: explain.run(k, args.allocator_url, *args.claim))
+    if args.command == "trace":
+        return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, *args.claim, wait=args.wait))
+    return await events.run(args.nats_url, args.claim, args.last)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        out = asyncio.run(run(args))
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a CLI: one line, no traceback
+        print(f"draflow {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    print(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

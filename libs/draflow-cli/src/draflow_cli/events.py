@@ -1,0 +1,50 @@
+"""``draflow events [--claim ns/name] [--last N]``: lifecycle history from JetStream.
+
+With ``--claim``: that claim's timeline (every kind, in publish order). Without: the last N events of
+every claim and pool. Both read the ``DRAFLOW_EVENTS`` stream through
+:mod:`draflow_runtime.lifecycle` (ephemeral consumers; nothing is acknowledged or changed).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import nats
+import nats.errors
+import nats.js.errors
+
+from draflow_runtime.lifecycle import ClaimEvent, PoolChanged, claim_timeline, describe, recent_events
+
+
+def _when(event: ClaimEvent | PoolChanged) -> str:
+    if not event.HasField("time"):
+        return "-" * 23
+    dt = datetime.fromtimestamp(event.time.ToNanoseconds() / 1e9, tz=UTC)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.%f")[:23]
+
+
+def format_events(events: list[ClaimEvent | PoolChanged]) -> str:
+    return "\n".join(f"{_when(e)}  {describe(e)}" for e in events)
+
+
+async def run(nats_url: str, claim: tuple[str, str] | None, last: int) -> str:
+    try:
+        nc = await nats.connect(nats_url, connect_timeout=3, max_reconnect_attempts=0, allow_reconnect=False)
+    except (nats.errors.Error, OSError) as exc:
+        raise SystemExit(f"draflow: cannot reach NATS at {nats_url}: {exc!r}") from exc
+    try:
+        js = nc.jetstream()
+        try:
+            if claim is not None:
+                events: list[ClaimEvent | PoolChanged] = list(await claim_timeline(js, *claim))
+                header = f"claim {claim[0]}/{claim[1]}: {len(events)} event(s)"
+                if last:
+                    events = events[-last:]
+            else:
+                events = [r.event for r in await recent_events(js, last=last or 100)]
+                header = f"last {len(events)} event(s)"
+        except nats.js.errors.NotFoundError:
+            return "no events stream (DRAFLOW_EVENTS) yet: no service has published"
+    finally:
+        await nc.close()
+    return header + ("\n" + format_events(events) if events else "")

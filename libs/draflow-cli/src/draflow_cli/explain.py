@@ -1,0 +1,153 @@
+"""``draflow explain <namespace>/<claim>``: why a claim is (not) allocated, in words.
+
+1. The claim itself: allocated → where and which devices; nothing more to explain.
+2. The structured-allocator's explanation, ``GET <allocator-url>/explain/<ns>/<claim>`` (JSON: the
+   message, node filter counts and the best node's per-request funnel).
+3. If the allocator cannot be reached or has none: the ``PodScheduled`` condition message of the pods
+   that use the claim (the allocator writes the same message there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
+
+from .table import render
+
+FUNNEL = [
+    ("device_class", "class"),
+    ("needed", "needed"),
+    ("class_devices", "in class"),
+    ("matching", "match selectors"),
+    ("free", "free"),
+    ("blocked_by_taints", "tainted"),
+    ("blocked_by_counters", "counters"),
+    ("blocked_by_capacity", "capacity"),
+    ("blocked_by_constraints", "constraints"),
+    ("usable", "usable"),
+]
+
+
+def pods_of(claim: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Pods that reference the claim: by name, through the pod status of a template claim, or reserved."""
+    meta = claim.get("metadata") or {}
+    name = meta.get("name")
+    reserved = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or ()}
+    owners = {r.get("uid") for r in meta.get("ownerReferences") or () if r.get("kind") == "Pod"}
+    out = []
+    for pod in pods:
+        pmeta = pod.get("metadata") or {}
+        spec_claims = (pod.get("spec") or {}).get("resourceClaims") or ()
+        status_claims = (pod.get("status") or {}).get("resourceClaimStatuses") or ()
+        by_name = any(c.get("resourceClaimName") == name for c in spec_claims)
+        by_status = any(c.get("resourceClaimName") == name for c in status_claims)
+        if by_name or by_status or pmeta.get("uid") in reserved | owners:
+            out.append(pod)
+    return out
+
+
+def describe_allocation(claim: Mapping[str, Any]) -> str:
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    results = (allocation.get("devices") or {}).get("results") or []
+    nodes = [
+        v
+        for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ()
+        for req in term.get("matchFields") or ()
+        if req.get("key") == "metadata.name"
+        for v in req.get("values") or ()
+    ]
+    reserved = [r.get("name") for r in (claim.get("status") or {}).get("reservedFor") or ()]
+    lines = [f"allocated{' on node ' + ', '.join(nodes) if nodes else ''}; reserved for: "
+             f"{', '.join(str(r) for r in reserved) or '(nobody)'}"]
+    rows = [[r.get(k, "") for k in ("request", "driver", "pool", "device")] for r in results]
+    if rows:
+        lines.append(render(["REQUEST", "DRIVER", "POOL", "DEVICE"], rows))
+    return "\n".join(lines)
+
+
+def format_explanation(doc: Mapping[str, Any]) -> str:
+    """The allocator's JSON explanation as text: message, node filters, best node's funnel."""
+    lines = [f"claim {doc.get('claim', '')}" + (f" (pod {doc['pod']})" if doc.get("pod") else "")]
+    if doc.get("time"):
+        lines.append(f"as of {doc['time']}")
+    lines.append("")
+    lines.append(str(doc.get("message", "")))
+    nodes = doc.get("nodes") or {}
+    if nodes:
+        lines.append("")
+        lines.append(f"nodes: {nodes.get('total', 0)} total, "
+                     f"{nodes.get('devicesDidNotFit', 0)} where the devices did not fit")
+        for reason, count in sorted((nodes.get("filtered") or {}).items()):
+            lines.append(f"  {count} node(s) {reason}")
+    best = doc.get("bestNode") or {}
+    if best:
+        lines.append("")
+        lines.append(f"best node {best.get('node', '?')}: {best.get('summary', '')}")
+        requests = best.get("requests") or []
+        if requests:
+            rows = [[r.get("request", ""), *(r.get(key, "") for key, _ in FUNNEL)] for r in requests]
+            lines.append(render(["REQUEST", *(label.upper() for _, label in FUNNEL)], rows))
+        for pool in best.get("incomplete_pools") or ():
+            lines.append(f"  incomplete pool: {pool}")
+        for pool, why in (best.get("invalid_pools") or {}).items():
+            lines.append(f"  invalid pool {pool}: {why}")
+    if doc.get("error"):
+        lines.append(f"\nerror: {doc['error']}")
+    return "\n".join(lines)
+
+
+def format_conditions(pods: list[Mapping[str, Any]]) -> str:
+    if not pods:
+        return "no pod uses the claim yet"
+    lines = []
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        cond = next(
+            (c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") == "PodScheduled"),
+            None,
+        )
+        where = (pod.get("spec") or {}).get("nodeName") or "(not bound)"
+        if cond is None:
+            lines.append(f"pod {meta.get('namespace')}/{meta.get('name')}: {where}, not tried yet")
+        else:
+            text = (f"pod {meta.get('namespace')}/{meta.get('name')}: {where}, PodScheduled="
+                    f"{cond.get('status')} {cond.get('reason', '')}: {cond.get('message', '')}")
+            lines.append(text.rstrip(": "))
+    return "\n".join(lines)
+
+
+async def fetch_explanation(allocator_url: str, namespace: str, name: str, *, seconds: float = 5.0) -> Any:
+    """The allocator's JSON, or None when it has no explanation (404) or cannot be reached."""
+    if not allocator_url:
+        return None
+    url = f"{allocator_url.rstrip('/')}/explain/{namespace}/{name}"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as session,
+            session.get(url) as resp,
+        ):
+            if resp.status != 200:
+                return None
+            return await resp.json()
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+
+
+async def run(kube: KubeClient, allocator_url: str, namespace: str, name: str) -> str:
+    try:
+        claim = await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
+    except NotFound:
+        return f"claim {namespace}/{name} not found"
+    if (claim.get("status") or {}).get("allocation"):
+        return f"claim {namespace}/{name}: " + describe_allocation(claim)
+    doc = await fetch_explanation(allocator_url, namespace, name)
+    if doc is not None:
+        return format_explanation(doc)
+    pods = (await kube.list(PODS, namespace=namespace)).get("items") or []
+    source = f"(no explanation from the allocator at {allocator_url or '<unset>'}; pod conditions)"
+    return f"claim {namespace}/{name}: not allocated {source}\n" + format_conditions(pods_of(claim, pods))

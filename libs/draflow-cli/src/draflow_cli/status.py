@@ -1,0 +1,118 @@
+"""``draflow status``: devices per node and pool — total, allocated, tainted, unhealthy, free.
+
+Read from the API server only (ResourceSlices and ResourceClaims), so it shows the truth, not what a
+service believes. The counting is the pure :func:`summarize`:
+
+- a pool's devices are those of its slices at the pool's highest generation (lower generations are
+  obsolete, as for the allocator);
+- allocated = the device appears in some claim's ``status.allocation.devices.results``
+  (``driver``, ``pool``, ``device``);
+- tainted = the device has at least one taint; unhealthy = a taint with key ``draflow.dev/unhealthy``
+  or ``<driver>/unhealthy``;
+- free = neither allocated nor tainted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+
+from .table import render
+
+UNHEALTHY_TAINT = "draflow.dev/unhealthy"
+
+
+@dataclass
+class PoolStatus:
+    node: str
+    driver: str
+    pool: str
+    generation: int = 0
+    devices: set[str] = field(default_factory=set)
+    allocated: set[str] = field(default_factory=set)
+    tainted: set[str] = field(default_factory=set)
+    unhealthy: set[str] = field(default_factory=set)
+
+    @property
+    def free(self) -> int:
+        return len(self.devices - self.allocated - self.tainted)
+
+    def row(self) -> list[object]:
+        return [self.node, self.driver, self.pool, len(self.devices), len(self.allocated),
+                len(self.tainted), len(self.unhealthy), self.free]
+
+
+def _placement(spec: Mapping[str, Any], device: Mapping[str, Any]) -> str:
+    if device.get("nodeName"):
+        return str(device["nodeName"])
+    if spec.get("nodeName"):
+        return str(spec["nodeName"])
+    if spec.get("allNodes") or device.get("allNodes"):
+        return "<all nodes>"
+    return "<node selector>"
+
+
+def is_unhealthy(driver: str, taint: Mapping[str, Any]) -> bool:
+    return taint.get("key") in (UNHEALTHY_TAINT, f"{driver}/unhealthy")
+
+
+def summarize(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[PoolStatus]:
+    """One :class:`PoolStatus` per (node, driver, pool), sorted by node, driver, pool."""
+    slices = list(slices)
+    newest: dict[tuple[str, str], int] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        key = (spec.get("driver", ""), (spec.get("pool") or {}).get("name", ""))
+        newest[key] = max(newest.get(key, 0), int((spec.get("pool") or {}).get("generation", 0)))
+    in_use: set[tuple[str, str, str]] = set()
+    for c in claims:
+        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+        for r in results or ():
+            in_use.add((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
+    pools: dict[tuple[str, str, str], PoolStatus] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        driver, pool = spec.get("driver", ""), (spec.get("pool") or {}).get("name", "")
+        generation = int((spec.get("pool") or {}).get("generation", 0))
+        if generation < newest[(driver, pool)]:
+            continue
+        for device in spec.get("devices") or ():
+            name = device.get("name", "")
+            node = _placement(spec, device)
+            status = pools.setdefault((node, driver, pool), PoolStatus(node, driver, pool, generation))
+            status.devices.add(name)
+            if (driver, pool, name) in in_use:
+                status.allocated.add(name)
+            taints = device.get("taints") or ()
+            if taints:
+                status.tainted.add(name)
+            if any(is_unhealthy(driver, t) for t in taints):
+                status.unhealthy.add(name)
+    return [pools[k] for k in sorted(pools)]
+
+
+HEADERS = ["NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "TAINTED", "UNHEALTHY", "FREE"]
+
+
+def format_status(pools: list[PoolStatus], claims: list[Mapping[str, Any]]) -> str:
+    if not pools:
+        return "no ResourceSlices published"
+    rows: list[list[object]] = [p.row() for p in pools]
+    totals = [sum(int(r[i]) for r in rows) for i in range(3, 8)]  # type: ignore[call-overload]
+    rows.append(["TOTAL", f"{len({p.driver for p in pools})} driver(s)", f"{len(pools)} pool(s)", *totals])
+    allocated = sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    nodes = {p.node for p in pools}
+    return (
+        render(HEADERS, rows)
+        + f"\n\n{len(nodes)} node(s); claims: {len(claims)} total, {allocated} allocated, "
+        f"{len(claims) - allocated} pending"
+    )
+
+
+async def run(kube: KubeClient) -> str:
+    slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
+    claims = (await kube.list(RESOURCE_CLAIMS)).get("items") or []
+    return format_status(summarize(slices, claims), claims)

@@ -1,0 +1,145 @@
+"""``draflow trace <namespace>/<claim>``: the claim's span tree, read back from Jaeger.
+
+The trace ID is the one in the claim's ``draflow.dev/traceparent`` annotation (claim-controller starts
+the trace when it creates the claim; every other service continues it). Spans come from Jaeger's query
+API, ``GET <jaeger>/api/traces/<traceID>`` (served by Jaeger v2's query extension, the same API its UI
+uses). The tree is built from ``CHILD_OF`` references; a span whose parent is not in the trace (not
+exported yet, or sampled out) is shown as a root. Links (``FOLLOWS_FROM``) are listed on the span.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
+
+
+@dataclass
+class SpanNode:
+    span_id: str
+    name: str
+    service: str
+    start_us: int
+    duration_us: int
+    links: int = 0
+    error: bool = False
+    children: list[SpanNode] = field(default_factory=list)
+
+
+def trace_id_of(claim: Mapping[str, Any]) -> str:
+    """The trace ID (32 hex digits) in the claim's traceparent annotation, or ""."""
+    value = ((claim.get("metadata") or {}).get("annotations") or {}).get(TRACEPARENT_ANNOTATION, "")
+    parts = value.split("-")
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        return parts[1].lower()
+    return ""
+
+
+def build_tree(trace: Mapping[str, Any]) -> list[SpanNode]:
+    """Roots of one Jaeger trace document (``data[i]``), children sorted by start time."""
+    processes = trace.get("processes") or {}
+    nodes: dict[str, SpanNode] = {}
+    parents: dict[str, str] = {}
+    for span in trace.get("spans") or ():
+        service = (processes.get(span.get("processID", "")) or {}).get("serviceName", "?")
+        tags = {t.get("key"): t.get("value") for t in span.get("tags") or ()}
+        node = SpanNode(
+            span_id=span.get("spanID", ""),
+            name=span.get("operationName", ""),
+            service=service,
+            start_us=int(span.get("startTime", 0)),
+            duration_us=int(span.get("duration", 0)),
+            error=tags.get("error") in (True, "true") or tags.get("otel.status_code") == "ERROR",
+        )
+        for ref in span.get("references") or ():
+            if ref.get("refType") == "CHILD_OF" and node.span_id not in parents:
+                parents[node.span_id] = ref.get("spanID", "")
+            else:
+                node.links += 1
+        nodes[node.span_id] = node
+    roots: list[SpanNode] = []
+    for span_id, node in nodes.items():
+        parent = nodes.get(parents.get(span_id, ""))
+        (parent.children if parent is not None else roots).append(node)
+    for node in nodes.values():
+        node.children.sort(key=lambda n: n.start_us)
+    return sorted(roots, key=lambda n: n.start_us)
+
+
+def _ms(us: int) -> str:
+    return f"{us / 1000:.1f}ms" if us < 1_000_000 else f"{us / 1_000_000:.2f}s"
+
+
+def format_tree(trace_id: str, roots: list[SpanNode], jaeger_url: str) -> str:
+    all_nodes: list[SpanNode] = []
+    stack = list(roots)
+    while stack:
+        n = stack.pop()
+        all_nodes.append(n)
+        stack.extend(n.children)
+    if not all_nodes:
+        return f"trace {trace_id}: no spans in Jaeger (yet)\n{jaeger_link(jaeger_url, trace_id)}"
+    start = min(n.start_us for n in all_nodes)
+    end = max(n.start_us + n.duration_us for n in all_nodes)
+    services = sorted({n.service for n in all_nodes})
+    lines = [f"trace {trace_id}: {len(all_nodes)} spans, {len(services)} services "
+             f"({', '.join(services)}), {_ms(end - start)}"]
+
+    def walk(node: SpanNode, prefix: str, last: bool, top: bool) -> None:
+        branch = "" if top else ("└─ " if last else "├─ ")
+        extra = f"  links={node.links}" if node.links else ""
+        extra += "  ERROR" if node.error else ""
+        lines.append(f"{prefix}{branch}{node.name} [{node.service}] {_ms(node.duration_us)} "
+                     f"(+{_ms(node.start_us - start)}){extra}")
+        child_prefix = prefix if top else prefix + ("   " if last else "│  ")
+        for i, child in enumerate(node.children):
+            walk(child, child_prefix, i == len(node.children) - 1, False)
+
+    for root in roots:
+        walk(root, "", True, True)
+    lines.append(jaeger_link(jaeger_url, trace_id))
+    return "\n".join(lines)
+
+
+def jaeger_link(jaeger_url: str, trace_id: str) -> str:
+    return f"{jaeger_url.rstrip('/')}/trace/{trace_id}"
+
+
+async def fetch_trace(jaeger_url: str, trace_id: str, *, wait: float = 0.0, min_spans: int = 1) -> Any:
+    """Jaeger's trace document (``data[0]``), polling up to ``wait`` seconds until it has ``min_spans``
+    spans; None when Jaeger has nothing."""
+    url = f"{jaeger_url.rstrip('/')}/api/traces/{trace_id}"
+    deadline = time.monotonic() + wait
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+        while True:
+            doc = None
+            async with session.get(url) as resp:
+                if resp.status == 200:
+                    body = await resp.json()
+                    data = body.get("data") or []
+                    doc = data[0] if data else None
+            if doc is not None and len(doc.get("spans") or ()) >= min_spans:
+                return doc
+            if time.monotonic() >= deadline:
+                return doc
+            await asyncio.sleep(0.5)
+
+
+async def run(kube: KubeClient, jaeger_url: str, namespace: str, name: str, *, wait: float = 0.0) -> str:
+    try:
+        claim = await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
+    except NotFound:
+        return f"claim {namespace}/{name} not found"
+    trace_id = trace_id_of(claim)
+    if not trace_id:
+        return f"claim {namespace}/{name} has no {TRACEPARENT_ANNOTATION} annotation"
+    doc = await fetch_trace(jaeger_url, trace_id, wait=wait)
+    return format_tree(trace_id, build_tree(doc or {}), jaeger_url)

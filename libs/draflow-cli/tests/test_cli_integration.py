@@ -1,0 +1,191 @@
+"""The draflow command against the real servers: kube-apiserver (status, explain), NATS (events), Jaeger
+(trace, with spans exported over OTLP)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry import trace as otel_trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+from draflow_cli.__main__ import parser, run
+from draflow_runtime.bus import EventBus
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from draflow_runtime.lifecycle import ensure_events_stream, publish_claim_event
+from draflow_runtime.tracing import inject_into_annotations, setup_tracing
+
+pytestmark = pytest.mark.integration
+
+
+def cli_args(testenv: Any, *argv: str) -> Any:
+    return parser().parse_args([
+        "--kubeconfig", str(testenv.kubeconfig), "--nats-url", testenv.nats_url,
+        "--jaeger-url", testenv.jaeger_query_url, "--allocator-url", "http://127.0.0.1:9", *argv,
+    ])
+
+
+@pytest.fixture
+async def driver(kube: KubeClient) -> AsyncIterator[str]:
+    """A driver name no other test publishes for; its slices are removed afterwards."""
+    name = f"cli-{uuid.uuid4().hex[:6]}.draflow.example"
+    yield name
+    slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
+    for s in slices:
+        if s["spec"]["driver"] == name:
+            await kube.delete(RESOURCE_SLICES, s["metadata"]["name"])
+
+
+def resource_slice(driver: str, node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{driver.split('.')[0]}"},
+        "spec": {"driver": driver, "nodeName": node, "devices": devices,
+                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}},
+    }
+
+
+async def allocated_claim(
+    kube: KubeClient, namespace: str, name: str, driver: str, pool: str, device: str,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    claim = await kube.create(RESOURCE_CLAIMS, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "annotations": annotations or {}},
+        "spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.draflow.example"}}
+        ]}},
+    }, namespace=namespace)
+    if not device:
+        return claim
+    claim["status"] = {"allocation": {
+        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]},
+        "nodeSelector": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pool]}]}
+        ]},
+    }}
+    return await kube.replace(RESOURCE_CLAIMS, claim, subresource="status")
+
+
+async def test_status_counts_the_devices_of_real_slices_and_claims(
+    testenv: Any, kube: KubeClient, make_namespace: Any, driver: str
+) -> None:
+    ns = await make_namespace("cli-status")
+    node = f"node-{uuid.uuid4().hex[:6]}"
+    await kube.create(RESOURCE_SLICES, resource_slice(driver, node, [
+        {"name": "gpu-0"}, {"name": "gpu-1"},
+        {"name": "gpu-2", "taints": [{"key": "draflow.dev/unhealthy", "effect": "NoSchedule"}]},
+        {"name": "gpu-3", "taints": [{"key": "draflow.dev/driver-unavailable", "effect": "NoSchedule"}]},
+    ]))
+    await allocated_claim(kube, ns, "one", driver, node, "gpu-0")
+
+    out = await run(cli_args(testenv, "status"))
+    (row,) = [line.split() for line in out.splitlines() if driver in line]
+    assert row == [node, driver, node, "4", "1", "2", "1", "1"]
+
+    # the installed `draflow` script, configured by environment only (as after `source env.sh`)
+    env = {**os.environ, "KUBECONFIG": str(testenv.kubeconfig), "NATS_URL": testenv.nats_url}
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).parent / "draflow"), "status", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    stdout, stderr = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, stderr.decode()
+    assert any(driver in line and line.split()[3:] == ["4", "1", "2", "1", "1"]
+               for line in stdout.decode().splitlines())
+
+
+async def test_explain_describes_an_allocation_and_falls_back_to_pod_conditions(
+    testenv: Any, kube: KubeClient, make_namespace: Any, driver: str
+) -> None:
+    ns = await make_namespace("cli-explain")
+    await allocated_claim(kube, ns, "done", driver, "node-a", "gpu-1")
+    out = await run(cli_args(testenv, "explain", f"{ns}/done"))
+    assert "allocated on node node-a" in out and "gpu-1" in out
+
+    await allocated_claim(kube, ns, "stuck", driver, "", "")
+    out = await run(cli_args(testenv, "explain", f"{ns}/stuck"))
+    assert "not allocated" in out and "no pod uses the claim yet" in out
+
+    await kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"},
+        "spec": {
+            "schedulerName": "draflow",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "stuck"}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }, namespace=ns)
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/4 nodes are available: 4 node(s) cannot allocate the pod's claims"}
+    await kube.patch(PODS, "trainer", {"status": {"conditions": [condition]}}, namespace=ns,
+                     patch_type="strategic", subresource="status")
+    out = await run(cli_args(testenv, "explain", f"{ns}/stuck"))
+    assert f"pod {ns}/trainer: (not bound), PodScheduled=False Unschedulable: 0/4 nodes" in out
+    assert await run(cli_args(testenv, "explain", f"{ns}/missing")) == f"claim {ns}/missing not found"
+
+
+async def test_events_prints_a_claims_timeline_from_jetstream(testenv: Any) -> None:
+    bus = EventBus(testenv.nats_url, name="cli-events-test")
+    await bus.start()
+    assert await bus.wait_connected(30)
+    await ensure_events_stream(bus)
+    ns = f"cli-ev-{uuid.uuid4().hex[:6]}"
+    try:
+        for rv, kind in enumerate(["created", "allocated", "prepared"], start=1):
+            claim = {"metadata": {"namespace": ns, "name": "c", "uid": "u", "resourceVersion": str(rv)}}
+            assert await publish_claim_event(bus, kind, claim, node="node-1", pod=f"{ns}/p")
+    finally:
+        await bus.stop()
+    out = await run(cli_args(testenv, "events", "--claim", f"{ns}/c"))
+    lines = out.splitlines()
+    assert lines[0] == f"claim {ns}/c: 3 event(s)"
+    assert [line.split()[2] for line in lines[1:]] == ["created", "allocated", "prepared"]
+    assert all(f"pod={ns}/p" in line and "node=node-1" in line for line in lines[1:])
+    recent = await run(cli_args(testenv, "events", "--last", "5"))
+    assert f"prepared          {ns}/c" in recent
+
+
+async def test_trace_prints_the_claims_span_tree_from_jaeger(
+    testenv: Any, kube: KubeClient, make_namespace: Any
+) -> None:
+    ns = await make_namespace("cli-trace")
+    endpoint = f"http://{testenv.otlp_grpc_endpoint}"
+    controller = setup_tracing("claim-controller", set_global=False,
+                               exporter=OTLPSpanExporter(endpoint=endpoint, insecure=True))
+    allocator = setup_tracing("structured-allocator", set_global=False,
+                              exporter=OTLPSpanExporter(endpoint=endpoint, insecure=True))
+    with controller.get_tracer("t").start_as_current_span("claim.create") as root:
+        annotations = inject_into_annotations({})
+        ctx = otel_trace.set_span_in_context(root)
+    with allocator.get_tracer("t").start_as_current_span("allocate claim", context=ctx):
+        with allocator.get_tracer("t").start_as_current_span("write claim"):
+            pass
+        with allocator.get_tracer("t").start_as_current_span("bind pod"):
+            pass
+    controller.force_flush()
+    allocator.force_flush()
+    controller.shutdown()
+    allocator.shutdown()
+    await allocated_claim(kube, ns, "traced", "", "", "", annotations=annotations)
+    trace_id = format(root.get_span_context().trace_id, "032x")
+
+    args = cli_args(testenv, "trace", f"{ns}/traced", "--wait", "60")
+    out = ""
+    for _ in range(60):  # Jaeger may show the first spans before the rest arrive
+        out = await run(args)
+        if out.startswith(f"trace {trace_id}: 4 spans"):
+            break
+        await asyncio.sleep(1)
+    lines = out.splitlines()
+    assert lines[0].startswith(f"trace {trace_id}: 4 spans, 2 services")
+    assert lines[1].startswith("claim.create [claim-controller]")
+    assert lines[2].startswith("└─ allocate claim [structured-allocator]")
+    assert lines[3].startswith("   ├─ write claim [structured-allocator]")
+    assert lines[4].startswith("   └─ bind pod [structured-allocator]")
+    assert lines[-1] == f"{testenv.jaeger_query_url.rstrip('/')}/trace/{trace_id}"

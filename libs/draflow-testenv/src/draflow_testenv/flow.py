@@ -1,0 +1,291 @@
+"""The whole flow for ``make up``: the five services, the demo workload, live progress and a summary.
+
+Two start-up steps, registered in ``draflow_testenv.__main__.STEPS`` unless ``up --env-only``:
+
+``services``
+    reference-driver (fleet mode, ``partitionable`` profile, ``--gpus`` per node), kubelet-dra-shim (fleet
+    mode, simulated kubelet: the Node objects), slice-publisher (fleet mode), claim-controller and
+    structured-allocator, each a subprocess of the environment (logs in ``<state>/logs/<name>.log``),
+    pointed at its NATS and Jaeger. Waits until every node is Ready and has its ResourceSlices.
+``demo``
+    applies ``deploy/demo`` (kustomization order), shows live progress (pods pending / allocated /
+    prepared / running) until every pod that can run is Running, then a summary: ``draflow status``, the
+    pods, the Jaeger link of one claim's trace and the explanation of the claim that cannot fit.
+
+Everything the services do is read back the way a user would (API server, JetStream, Jaeger, the
+allocator's HTTP server), through the ``draflow`` command's modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import nats
+import yaml
+
+from draflow_cli import explain as cli_explain
+from draflow_cli import status as cli_status
+from draflow_cli.table import render
+from draflow_cli.trace import jaeger_link, trace_id_of
+from draflow_runtime.errors import AlreadyExists
+from draflow_runtime.kube import (
+    DEVICE_CLASSES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    SERVICE_ACCOUNTS,
+    KubeClient,
+)
+from draflow_runtime.lifecycle import devices_of, recent_events
+from draflow_testenv.binaries import repo_root
+from draflow_testenv.environment import Environment
+from draflow_testenv.process import ManagedProcess
+
+DEMO_NAMESPACE = "draflow-demo"
+UNFIT_CLAIM = "too-big"
+NODE_PREFIX = "sim-"
+DRIVER = "gpu.draflow.example"
+RESOURCES = {r.kind: r for r in (NAMESPACES, SERVICE_ACCOUNTS, DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES,
+                                 RESOURCE_CLAIMS, PODS)}
+
+
+def _print(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+# --- services ---------------------------------------------------------------------------------------------
+
+
+def fleet_root(state_dir: Path) -> str:
+    """``<state>/fleet``, or a short directory under the temp dir when the drivers' unix sockets
+    (``<root>/<node>/plugins/<driver>/dra.sock``) would pass the 107-byte limit of a socket path."""
+    root = str(state_dir / "fleet")
+    longest = f"{root}/{NODE_PREFIX}99999/plugins_registry/{DRIVER}-reg.sock"
+    return root if len(longest.encode()) <= 107 else tempfile.mkdtemp(prefix="draflow-fleet-")
+
+
+def service_commands(
+    env: Environment, nodes: int, gpus: int, allocator_port: int
+) -> list[tuple[str, list[str]]]:
+    """(name, argv) of the five services, node agents in fleet mode over ``<state>/fleet``."""
+    fleet = fleet_root(env.state_dir)
+    common = ["--nats-url", env.nats_url, "--log-format", "json"]
+    fleet_nodes = ["--node-count", str(nodes), "--node-name-prefix", NODE_PREFIX, "--fleet-root", fleet]
+    return [
+        ("reference-driver", [_bin("reference-driver"), *common, *fleet_nodes,
+                              "--profile", "partitionable", "--gpu-count", str(gpus), "--http-port", "0"]),
+        ("kubelet-dra-shim", [_bin("kubelet-dra-shim"), *common, *fleet_nodes, "--http-port", "0"]),
+        ("slice-publisher", [_bin("slice-publisher"), *common, "--fleet-root", fleet, "--http-port", "0"]),
+        ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
+        ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
+                                  "--http-port", str(allocator_port)]),
+    ]
+
+
+async def _nodes_ready(kube: KubeClient, nodes: int) -> tuple[int, int]:
+    """(Ready simulated nodes, simulated nodes with published slices)."""
+    node_list = (await kube.list(NODES)).get("items") or []
+    ready = sum(
+        1 for n in node_list
+        if n["metadata"]["name"].startswith(NODE_PREFIX)
+        and any(c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (n.get("status") or {}).get("conditions") or ())
+    )
+    slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
+    published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == DRIVER}
+    return ready, len({n for n in published if n and n.startswith(NODE_PREFIX)})
+
+
+@contextlib.asynccontextmanager
+async def services_step(env: Environment, args: argparse.Namespace) -> AsyncIterator[object]:
+    nodes, gpus = int(args.nodes), int(getattr(args, "gpus", 8))
+    port = _free_port()
+    args.allocator_url = f"http://127.0.0.1:{port}"
+    commands = service_commands(env, nodes, gpus, port)
+    procs = [await env.run_service(argv, name=name) for name, argv in commands]
+    args.service_processes = procs
+    with env.env_file.open("a") as f:
+        f.write(f"export DRAFLOW_ALLOCATOR_URL={args.allocator_url}\n")
+    kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
+    try:
+        t0, last = time.monotonic(), (-1, -1)
+        while True:
+            ready, published = await _nodes_ready(kube, nodes)
+            if (ready, published) != last:
+                _print(f"  nodes Ready {ready}/{nodes}, with ResourceSlices {published}/{nodes}")
+                last = (ready, published)
+            if ready >= nodes and published >= nodes:
+                break
+            _check_alive(procs)
+            if time.monotonic() - t0 > 300:
+                raise RuntimeError(f"nodes not ready after 300s; logs in {env.logs_dir}")
+            await asyncio.sleep(1)
+        _print(f"  {nodes} nodes x {gpus} GPUs ready in {time.monotonic() - t0:.1f}s "
+               f"(allocator explain at {args.allocator_url})")
+    finally:
+        await kube.close()
+    yield None  # the environment stops its services on shutdown
+
+
+def _check_alive(procs: list[ManagedProcess]) -> None:
+    for svc in procs:
+        if not svc.running:
+            raise RuntimeError(f"{svc.name} exited with {svc.returncode}; log {svc.log_path}")
+
+
+# --- demo -------------------------------------------------------------------------------------------------
+
+
+def demo_objects(root: Path | None = None) -> list[dict[str, Any]]:
+    demo = (root or repo_root()) / "deploy" / "demo"
+    order = yaml.safe_load((demo / "kustomization.yaml").read_text())["resources"]
+    return [doc for f in order for doc in yaml.safe_load_all((demo / f).read_text()) if doc]
+
+
+async def apply_demo(kube: KubeClient, objects: list[dict[str, Any]]) -> int:
+    created = 0
+    for obj in objects:
+        res = RESOURCES[obj["kind"]]
+        try:
+            namespace = obj["metadata"].get("namespace") if res.namespaced else None
+            await kube.create(res, obj, namespace=namespace, field_manager="draflow-testenv")
+            created += 1
+        except AlreadyExists:
+            pass
+    return created
+
+
+def _running(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
+async def _prepared_claims(nats_url: str) -> set[str]:
+    """Claims of the demo with a ``prepared`` event in JetStream."""
+    try:
+        nc = await nats.connect(nats_url, connect_timeout=2, allow_reconnect=False)
+    except Exception:
+        return set()
+    try:
+        subject = f"draflow.events.claim.{DEMO_NAMESPACE}.*.prepared"
+        records = await recent_events(nc.jetstream(), subject, last=10_000)
+        return {f"{r.event.namespace}/{r.event.name}" for r in records}  # type: ignore[union-attr]
+    except Exception:
+        return set()
+    finally:
+        await nc.close()
+
+
+async def progress(kube: KubeClient, nats_url: str) -> tuple[int, int, int, int, int]:
+    """(pods, pending, allocated, prepared, running) of the demo namespace."""
+    pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE)).get("items") or []
+    claims = {c["metadata"]["name"]: c for c in
+              (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE)).get("items") or []}
+    prepared_claims = await _prepared_claims(nats_url)
+    pending = allocated = prepared = running = 0
+    for pod in pods:
+        names, bound = _claim_names(pod), bool(pod["spec"].get("nodeName"))
+        if _running(pod):
+            running += 1
+        elif bound and names and all(f"{DEMO_NAMESPACE}/{n}" in prepared_claims for n in names):
+            prepared += 1
+        elif bound and all((claims.get(n, {}).get("status") or {}).get("allocation") for n in names):
+            allocated += 1
+        else:
+            pending += 1
+    return len(pods), pending, allocated, prepared, running
+
+
+def _claim_names(pod: Mapping[str, Any]) -> list[str]:
+    generated = {s["name"]: s.get("resourceClaimName") for s in
+                 (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
+    out = []
+    for c in (pod.get("spec") or {}).get("resourceClaims") or ():
+        name = c.get("resourceClaimName") or generated.get(c["name"])
+        if name:
+            out.append(name)
+    return out
+
+
+@contextlib.asynccontextmanager
+async def demo_step(env: Environment, args: argparse.Namespace) -> AsyncIterator[object]:
+    kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
+    try:
+        objects = demo_objects()
+        expected = sum(1 for o in objects if o["kind"] == "Pod") - 1  # all but the pod that cannot fit
+        t0 = time.monotonic()
+        await apply_demo(kube, objects)
+        _print(f"  applied deploy/demo ({len(objects)} objects) in namespace {DEMO_NAMESPACE}")
+        last: tuple[int, ...] = ()
+        timeout = float(getattr(args, "demo_timeout", 300.0))
+        while True:
+            counts = await progress(kube, env.nats_url)
+            if counts != last:
+                total, pending, allocated, prepared, running = counts
+                _print(f"  [{time.monotonic() - t0:5.1f}s] pods {total}: pending {pending}, allocated "
+                       f"{allocated}, prepared {prepared}, running {running}")
+                last = counts
+            if counts[4] >= expected:
+                break
+            if time.monotonic() - t0 > timeout:
+                _print(f"  not every pod is Running after {timeout:.0f}s; see {env.logs_dir}")
+                break
+            _check_alive(getattr(args, "service_processes", []))
+            await asyncio.sleep(1)
+        elapsed = time.monotonic() - t0
+        _print(f"  {counts[4]}/{expected} runnable pods Running in {elapsed:.1f}s\n")
+        _print(await summary(env, kube, getattr(args, "allocator_url", "")))
+    finally:
+        await kube.close()
+    yield None
+
+
+async def summary(env: Environment, kube: KubeClient, allocator_url: str) -> str:
+    out = ["== draflow status", await cli_status.run(kube), ""]
+    pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE)).get("items") or []
+    claims = {c["metadata"]["name"]: c for c in
+              (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE)).get("items") or []}
+    rows = []
+    for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
+        devices: list[str] = []
+        for name in _claim_names(pod):
+            devices.extend(f"{d.pool}/{d.device}" for d in devices_of(claims.get(name) or {}))
+        rows.append([pod["metadata"]["name"], (pod.get("status") or {}).get("phase", ""),
+                     pod["spec"].get("nodeName") or "-", ", ".join(_claim_names(pod)) or "-",
+                     ", ".join(devices) or "-"])
+    out += [f"== pods in {DEMO_NAMESPACE}", render(["POD", "PHASE", "NODE", "CLAIMS", "DEVICES"], rows), ""]
+    traced = next(
+        (c for c in claims.values() if trace_id_of(c) and (c.get("status") or {}).get("allocation")), None
+    )
+    if traced is not None:
+        name = traced["metadata"]["name"]
+        out += [f"== trace of claim {DEMO_NAMESPACE}/{name} (draflow trace {DEMO_NAMESPACE}/{name})",
+                jaeger_link(env.jaeger_query_url, trace_id_of(traced)), ""]
+    out += [f"== draflow explain {DEMO_NAMESPACE}/{UNFIT_CLAIM}",
+            await cli_explain.run(kube, allocator_url, DEMO_NAMESPACE, UNFIT_CLAIM), "",
+            "== try: source " + str(env.env_file) + " && draflow status | events --last 20 | explain | trace"]
+    return "\n".join(out)
+
+
+STEPS = [("start the five services", services_step), ("apply the demo workload", demo_step)]

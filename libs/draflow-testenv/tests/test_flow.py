@@ -1,0 +1,111 @@
+"""The `make up` flow's pure parts: the five services' command lines are valid settings for each service,
+and the demo manifests load in kustomization order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from draflow_runtime.settings import load_settings
+from draflow_testenv.environment import Environment
+from draflow_testenv.flow import demo_objects, fleet_root, service_commands
+
+
+def settings_class(name: str) -> type:
+    if name == "reference-driver":
+        from reference_driver.settings import DriverSettings
+
+        return DriverSettings
+    if name == "kubelet-dra-shim":
+        from kubelet_dra_shim.settings import ShimSettings
+
+        return ShimSettings
+    if name == "slice-publisher":
+        from slice_publisher.settings import PublisherSettings
+
+        return PublisherSettings
+    if name == "claim-controller":
+        from claim_controller.settings import Settings
+
+        return Settings
+    from structured_allocator.settings import Settings as AllocatorSettings
+
+    return AllocatorSettings
+
+
+SERVICES = [
+    "reference-driver", "kubelet-dra-shim", "slice-publisher", "claim-controller", "structured-allocator"
+]
+
+
+@pytest.mark.parametrize("name", SERVICES)
+def test_every_service_accepts_its_command_line(name: str) -> None:
+    state = Path("/tmp/draflow-flow-test")  # never created: only the command lines are built
+    env = Environment(state)
+    commands = dict(service_commands(env, nodes=4, gpus=8, allocator_port=12345))
+    settings = load_settings(settings_class(name), commands[name][1:])
+    assert settings.nats_url == env.nats_url
+    if name in ("reference-driver", "kubelet-dra-shim"):
+        assert (settings.node_count, settings.node_name_prefix) == (4, "sim-")
+    if name != "claim-controller" and name != "structured-allocator":
+        assert settings.fleet_root == fleet_root(state) == str(state / "fleet")
+
+
+def test_a_deep_state_dir_gets_a_short_fleet_root_for_the_socket_paths(tmp_path: Path) -> None:
+    deep = tmp_path / ("x" * 80)
+    root = fleet_root(deep)
+    assert not root.startswith(str(deep)) and len(root) < 40
+    Path(root).rmdir()
+
+
+def test_the_demo_loads_in_kustomization_order() -> None:
+    kinds = [o["kind"] for o in demo_objects()]
+    assert kinds[:2] == ["Namespace", "ServiceAccount"]
+    assert kinds.index("DeviceClass") < kinds.index("ResourceClaimTemplate") < kinds.index("Pod")
+    assert kinds.count("Pod") == 15
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -> None:
+    """`draflow-testenv up` minus the waiting for Ctrl-C, in an environment of its own (a second
+    allocator on the shared test environment would schedule other tests' pods)."""
+    import argparse
+    from contextlib import AsyncExitStack
+
+    import nats
+
+    from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
+    from draflow_runtime.lifecycle import claim_timeline, kind_name
+    from draflow_testenv.flow import DEMO_NAMESPACE, STEPS
+
+    args = argparse.Namespace(nodes=2, gpus=8, demo_timeout=240.0)
+    # a temporary state dir of its own: short enough for the drivers' unix socket paths
+    async with Environment(nodes=2) as env, AsyncExitStack() as stack:
+        for _, step in STEPS:
+            await stack.enter_async_context(step(env, args))
+        out = capsys.readouterr().out
+        kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
+        try:
+            pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE))["items"]
+            phases = {p["metadata"]["name"]: p["status"].get("phase") for p in pods}
+            assert phases.pop("too-big") == "Pending"
+            assert set(phases.values()) == {"Running"}, phases
+            claims = (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE))["items"]
+            shared = next(c for c in claims if c["metadata"]["name"] == "shared-gpu")
+            assert len(shared["status"]["reservedFor"]) == 3
+            names = [c["metadata"]["name"] for c in claims]
+            generated = next(n for n in names if n.startswith("trainer-"))
+        finally:
+            await kube.close()
+        assert "14/14 runnable pods Running" in out
+        assert "12 needed" in out, "the explanation of the claim that cannot fit is shown"
+        assert f"{env.jaeger_query_url}/trace/" in out
+        nc = await nats.connect(env.nats_url)
+        try:
+            timeline = await claim_timeline(nc.jetstream(), DEMO_NAMESPACE, generated)
+            kinds = [kind_name(e.kind) for e in timeline]
+        finally:
+            await nc.close()
+        assert {"created", "allocated", "prepared"} <= set(kinds)

@@ -1,0 +1,109 @@
+"""Device health end to end: the real reference-driver process (its health control file) → the shim's
+DRAResourceHealth stream → ``containerStatuses[].allocatedResourcesStatus`` in the real kube-apiserver.
+
+kube-apiserver drops ``allocatedResourcesStatus`` unless the ``ResourceHealthStatus`` feature gate is on
+(``dropDisabledPodStatusFields``; Alpha/off 1.31-1.35, Beta/on since 1.36) and ``message`` unless
+``ResourceHealthStatusMessage`` is (Beta/on since 1.36). The pinned v1.37.1 has both on by default, so
+no ``--feature-gates`` are needed; an older binary would make this test fail at the first assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from helpers import allocate, claim, device_class, eventually, pod
+
+from draflow_runtime.events import EventRecorder
+from draflow_runtime.kube import PODS, KubeClient
+from kubelet_dra_shim.fleet import Fleet
+from kubelet_dra_shim.settings import ShimSettings
+
+pytestmark = pytest.mark.integration
+
+DRIVER = "gpu.draflow.example"  # the reference driver's default name
+REFERENCE_DRIVER = shutil.which("reference-driver") or str(
+    Path(os.sys.executable).parent / "reference-driver"
+)
+
+
+def _set_health(state_dir: Path, devices: dict[str, tuple[str, str]]) -> None:
+    """Write the reference driver's health control file atomically."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    tmp = state_dir / "health.json.tmp"
+    tmp.write_text(json.dumps({"devices": {d: {"health": h, "message": m} for d, (h, m) in devices.items()}}))
+    tmp.rename(state_dir / "health.json")
+
+
+async def test_unhealthy_device_shows_in_allocated_resources_status_and_recovers(
+    kube: KubeClient, make_namespace: Any, short_dir: Path, run_service: Any
+) -> None:
+    node = f"shimh-{uuid.uuid4().hex[:6]}"
+    d = short_dir / node
+    state_dir = d / "state"
+    await run_service(
+        [
+            REFERENCE_DRIVER,
+            "--node-name", node,
+            "--registry-dir", str(d / "plugins_registry"),
+            "--plugins-dir", str(d / "plugins"),
+            "--cdi-root", str(d / "cdi"),
+            "--state-dir", str(state_dir),
+            "--poll-interval", "0.1",
+            "--http-port", "0",
+            "--nats-url", "",
+        ],
+        name=f"reference-driver-{node}",
+    )  # fmt: skip
+    (short_dir / "boot_id").write_text("b\n")
+    settings = ShimSettings(
+        nodes=node,
+        fleet_root=str(short_dir),
+        http_port=0,
+        nats_url="",
+        boot_id_file=str(short_dir / "boot_id"),
+        registry_poll_interval=0.1,
+    )
+    fleet = Fleet(settings, kube, EventRecorder(kube, "kubelet-dra-shim"))
+    await fleet.start()
+    try:
+        store = fleet.nodes[node].store
+        plugins = await eventually(lambda: _registered(store), within=60)
+        assert plugins[0].health, "the reference driver advertises v1alpha1.DRAResourceHealth"
+
+        ns = await make_namespace("shimh")
+        cls = await device_class(kube, DRIVER)
+        c = await claim(kube, ns, "gpu", cls)
+        p = await pod(kube, ns, "p", node, ["gpu"])
+        await allocate(kube, ns, "gpu", p, node, DRIVER, ["gpu-0"])
+        cdi_id = f"{DRIVER}/gpu={c['metadata']['uid']}-gpu-0"
+
+        async def health_is(state: str, message: str | None) -> bool:
+            got = await kube.get(PODS, "p", namespace=ns)
+            if got["status"].get("phase") != "Running":
+                return False
+            statuses = got["status"]["containerStatuses"][0].get("allocatedResourcesStatus")
+            want = {"resourceID": cdi_id, "health": state}
+            if message is not None:
+                want["message"] = message
+            assert statuses == [{"name": "claim:gpu", "resources": [want]}]
+            return True
+
+        await eventually(lambda: health_is("Healthy", None), within=30)
+
+        _set_health(state_dir, {"gpu-0": ("Unhealthy", "fell off the bus")})
+        await eventually(lambda: health_is("Unhealthy", "fell off the bus"), within=30)
+
+        _set_health(state_dir, {})  # back to Healthy: the driver's message must go too
+        await eventually(lambda: health_is("Healthy", None), within=30)
+    finally:
+        await fleet.stop()
+
+
+async def _registered(store: Any) -> list[Any]:
+    return [p for p in store.all() if p.driver == DRIVER]
