@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from typing import Any
 
@@ -47,7 +48,8 @@ async def test_device_taint_rule_steers_pods_away_unless_the_claim_tolerates_it(
     # n1 is full now and n0's device is tainted: the explanation says so.
     await kit.template_pod("blocked", "one-gpu")
     message = await kit.wait_condition("blocked", "taints")
-    assert "0/2 nodes are available" in message
+    # Other suites share this API server and may leave Nodes behind: none of them may be usable either.
+    assert re.search(r"\b0/\d+ nodes are available", message), message
     claim = await kit.claim_of("blocked")
     explanation = sched.explanations.get(f"{kit.namespace}/{claim['metadata']['name']}")
     assert explanation is not None
@@ -180,7 +182,8 @@ async def test_claim_reserved_by_another_pod_is_never_deallocated(kit: Kit) -> N
     await kit.kube.patch(NODES, bad, {"spec": {"unschedulable": True}})
     await kit.start()
     await kit.pod("p", {"gpu": {"resourceClaimName": "pinned"}})
-    await kit.wait_condition("p", "0/2 nodes are available")
+    message = await kit.wait_condition("p", "nodes are available")
+    assert re.search(r"\b0/\d+ nodes are available", message), message
     await asyncio.sleep(1.0)
     final = await kit.kube.get(RESOURCE_CLAIMS, "pinned", kit.namespace)
     assert devices_of(final) == [f"{kit.driver}/{bad}/gpu-0"]
