@@ -10,15 +10,19 @@ from typing import Any
 
 import nats
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from nats.js.api import DiscardPolicy
 from nats.js.client import JetStreamContext
 
+from draflow_protos.events.v1.events_pb2 import ClaimEventKind
 from draflow_runtime.bus import EventBus
 from draflow_runtime.lifecycle import (
+    EVENT_TYPE_HEADER,
     EVENTS_LIMITS,
     EVENTS_STREAM,
     ClaimEvent,
     PoolChanged,
+    claim_subject,
     claim_timeline,
     ensure_events_stream,
     kind_name,
@@ -35,9 +39,20 @@ HISTORY = ["created", "allocated", "reserved", "prepared", "unprepared", "deallo
 def claim(namespace: str, name: str, rv: int) -> dict[str, Any]:
     return {
         "metadata": {"namespace": namespace, "name": name, "uid": f"uid-{name}", "resourceVersion": str(rv)},
-        "status": {"allocation": {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.draflow.example", "pool": "node-1", "device": "gpu-0"}
-        ]}}},
+        "status": {
+            "allocation": {
+                "devices": {
+                    "results": [
+                        {
+                            "request": "gpu",
+                            "driver": "gpu.draflow.example",
+                            "pool": "node-1",
+                            "device": "gpu-0",
+                        }
+                    ]
+                }
+            }
+        },
     }
 
 
@@ -147,3 +162,32 @@ async def test_json_events_of_older_publishers_read_back_with_their_stored_time(
     (event,) = await claim_timeline(js, ns, "c")
     assert (event.namespace, event.name, kind_name(event.kind), event.pod.name) == (ns, "c", "allocated", "p")
     assert before - 5 < event.time.ToNanoseconds() / 1e9 < time.time() + 5
+
+
+async def test_claim_timeline_orders_by_publish_time_not_arrival(nats_url: str) -> None:
+    """Outboxes flushed after an outage store events out of order; the timeline must not show them so."""
+    bus = EventBus(nats_url, name="timeline-order")
+    await bus.start()
+    try:
+        await ensure_events_stream(bus)
+    finally:
+        await bus.stop()
+    nc = await nats.connect(nats_url)
+    try:
+        js = nc.jetstream()
+        ns, name = "order-ns", f"claim-{uuid.uuid4().hex[:8]}"
+        # arrival order prepared, allocated, created; the publish times say the opposite
+        for seconds, kind in ((30, "prepared"), (20, "allocated"), (10, "created")):
+            event = ClaimEvent(
+                namespace=ns, name=name, claim_uid="uid-1", time=Timestamp(seconds=1_700_000_000 + seconds)
+            )
+            event.kind = ClaimEventKind.Value(f"CLAIM_EVENT_KIND_{kind.upper()}")
+            await js.publish(
+                claim_subject(ns, name, kind),
+                event.SerializeToString(),
+                headers={EVENT_TYPE_HEADER: "draflow.events.v1.ClaimEvent"},
+            )
+        timeline = await claim_timeline(js, ns, name)
+        assert [kind_name(e.kind) for e in timeline] == ["created", "allocated", "prepared"]
+    finally:
+        await nc.close()

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import nats
-import orjson
 import pytest
 from fakedriver import FakeDriver
 from helpers import allocate, claim, device_class, eventually, pod
@@ -113,17 +112,15 @@ async def test_claim_lifecycle_events_are_published(
     received: list[Any] = []
 
     async def on_message(msg: Any) -> None:
-        received.append((msg.subject, orjson.loads(msg.data)))
+        event = lifecycle.decode(msg)
+        assert isinstance(event, lifecycle.ClaimEvent)
+        received.append((msg.subject, event))
 
     sub = await nc.subscribe(f"draflow.events.claim.{ns}.>", cb=on_message)
     bus = EventBus(nats_url, name="kubelet-dra-shim-test")
     await lifecycle.ensure_events_stream(bus)
     await bus.start()
-
-    async def publish(subject: str, data: bytes) -> None:
-        await bus.publish(subject, data)
-
-    fleet = Fleet(_settings(short_dir, node), kube, EventRecorder(kube, "kubelet-dra-shim"), publish)
+    fleet = Fleet(_settings(short_dir, node), kube, EventRecorder(kube, "kubelet-dra-shim"), bus)
     await fleet.start()
     try:
         cls = await device_class(kube, DRIVER)
@@ -137,12 +134,17 @@ async def test_claim_lifecycle_events_are_published(
             return {m[0].rsplit(".", 1)[1] for m in received} >= {"prepared", "unprepared"}
 
         await eventually(both)
-        prepared = next(body for subj, body in received if subj.endswith(".prepared"))
-        assert prepared["claimUID"] == c["metadata"]["uid"]
-        assert prepared["node"] == node
-        assert prepared["driver"] == DRIVER
-        assert prepared["devices"][0]["device"] == "gpu-0"
-        assert prepared["devices"][0]["cdiDeviceIDs"]
+        prepared = next(event for subj, event in received if subj.endswith(".prepared"))
+        assert lifecycle.kind_name(prepared.kind) == "prepared"
+        assert prepared.claim_uid == c["metadata"]["uid"]
+        assert prepared.node == node
+        assert prepared.driver == DRIVER
+        assert (prepared.pod.namespace, prepared.pod.name) == (ns, "p")
+        assert prepared.devices[0].device == "gpu-0" and prepared.devices[0].driver == DRIVER
+        assert prepared.devices[0].cdi_device_ids
+        assert prepared.service == "kubelet-dra-shim-test"
+        unprepared = next(event for subj, event in received if subj.endswith(".unprepared"))
+        assert unprepared.claim_uid == prepared.claim_uid and unprepared.node == node
     finally:
         await fleet.stop()
         await sub.unsubscribe()

@@ -519,11 +519,14 @@ async def _read(
 async def claim_timeline(
     js: JetStreamContext, namespace: str, name: str, *, claim_uid: str | None = None
 ) -> list[ClaimEvent]:
-    """The stored history of claim ``namespace/name`` in publish order (stream sequence). A claim
-    re-created under the same name has its earlier life in the same subject; pass ``claim_uid`` to keep
-    one incarnation only."""
+    """The stored history of claim ``namespace/name`` in the order it happened: by each event's ``time`` (when
+    its publisher saw it), ties kept in stream order. Stream order alone is not enough: after a NATS outage
+    each service flushes its own outbox when it reconnects, so e.g. ``prepared`` can be stored before
+    ``created``. A claim re-created under the same name has its earlier life in the same subject; pass
+    ``claim_uid`` to keep one incarnation only."""
     records = await _read(js, claim_subject(namespace, name))
     events = [r.event for r in records if isinstance(r.event, ClaimEvent)]
+    events.sort(key=lambda e: e.time.ToNanoseconds())  # stable: equal times keep stream order
     if claim_uid:
         events = [e for e in events if e.claim_uid == claim_uid]
     return events

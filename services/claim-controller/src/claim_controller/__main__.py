@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.leader import LeaderElector
@@ -22,18 +23,13 @@ from .settings import Settings
 
 log = get_logger(__name__)
 
-EVENTS_SUBJECTS = ["draflow.events.>"]
-
 
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     setup_tracing(COMPONENT)
     kube = await KubeClient.from_kubeconfig(settings.kubeconfig)
     bus = EventBus(settings.nats_url, name=COMPONENT)
-    if settings.events_stream:
-        await bus.ensure_stream(
-            settings.events_stream, EVENTS_SUBJECTS, max_age_seconds=settings.events_max_age
-        )
+    await lifecycle.ensure_events_stream(bus)
     await bus.start()
     current: list[Controller] = []
     elector: LeaderElector | None = None
@@ -49,7 +45,7 @@ async def serve(settings: Settings) -> None:
             await server.start()
 
         async def lead() -> None:
-            controller = Controller(settings, kube, publish=bus.publish if bus.enabled else None,
+            controller = Controller(settings, kube, bus=bus if bus.enabled else None,
                                     requester=bus if bus.enabled else None,
                                     namespace=settings.namespace or None)
             current.append(controller)

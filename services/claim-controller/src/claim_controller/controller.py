@@ -25,6 +25,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 
+from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
@@ -35,7 +36,7 @@ from draflow_runtime.workqueue import WorkQueue
 from .allocator import AllocatorClient
 from .claims import sync_claim
 from .context import BY_CLAIM, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
-from .events_bus import ClaimEvents, Publish
+from .events_bus import ClaimEvents
 from .mutation_cache import MutationCache
 from .ownership import claim_uses, owner_pod_uid, owning_pod, pod_is_done, referenced_template_names
 from .pods import sync_pod
@@ -60,7 +61,7 @@ def _templates_index(pod: Obj) -> Iterable[str]:
 class Controller:
     """Wires informers, handlers, the queue and the runner around ``sync_pod``/``sync_claim``.
 
-    ``publish`` publishes claim lifecycle events (None: not published); ``requester`` sends allocation
+    ``bus`` publishes claim lifecycle events (None: not published); ``requester`` sends allocation
     requests (an ``EventBus``; None: NATS disabled). ``namespace`` limits every informer to one
     namespace (tests, benchmarks); None watches the cluster. ``hooks`` are test seams;
     ``tracer_provider`` defaults to the global one.
@@ -71,7 +72,7 @@ class Controller:
         settings: Settings,
         kube: KubeClient,
         *,
-        publish: Publish | None = None,
+        bus: EventBus | None = None,
         requester: Any = None,
         namespace: str | None = None,
         hooks: Hooks | None = None,
@@ -94,7 +95,7 @@ class Controller:
             claims=self.claims,
             templates=self.templates,
             recorder=self.recorder,
-            events=ClaimEvents(publish),
+            events=ClaimEvents(bus),
             allocator=AllocatorClient(requester, settings.allocator_subject, settings.allocator_timeout),
             mutations=MutationCache(settings.mutation_cache_ttl),
             deleted_pods=DeletedPods(settings.deleted_pods_cache_size),

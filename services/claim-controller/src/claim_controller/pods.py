@@ -283,6 +283,7 @@ async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
     ctx.mutations.mutated(updated)
     metrics.RESERVATIONS_ADDED.inc()
     log.info("claim reserved for bound pod", claim=f"{cmeta['namespace']}/{cmeta['name']}", node=node)
+    await ctx.events.reserved(updated, pod, node)
 
 
 async def _request_allocation(ctx: Context, pod: Obj, unallocated: list[str]) -> RequeueAfter:

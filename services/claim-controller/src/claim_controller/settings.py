@@ -43,10 +43,3 @@ class Settings(ServiceSettings):
     allocation_recheck: float = Field(
         10.0, gt=0, description="Seconds after an accepted allocation request to look at the pod again."
     )
-    events_stream: str = Field(
-        "DRAFLOW_EVENTS",
-        description="JetStream stream declared for draflow.events.> (shared by all services); empty: none.",
-    )
-    events_max_age: float = Field(
-        86400.0, ge=0, description="Seconds the events stream keeps a message (0: unlimited)."
-    )

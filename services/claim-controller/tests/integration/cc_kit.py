@@ -97,12 +97,12 @@ class Kit:
 
     # -- the controller under test
 
-    async def start_controller(self, *, hooks: Hooks | None = None, publish: Any = None,
+    async def start_controller(self, *, hooks: Hooks | None = None, bus: Any = None,
                                requester: Any = None, tracer_provider: Any = None,
                                **overrides: Any) -> Controller:
         settings = Settings(http_port=0, nats_url="", workers=4, allocator_timeout=1.0,
                             allocation_recheck=2.0, **overrides)
-        controller = Controller(settings, self.kube, publish=publish, requester=requester,
+        controller = Controller(settings, self.kube, bus=bus, requester=requester,
                                 namespace=self.namespace, hooks=hooks, tracer_provider=tracer_provider)
         task = asyncio.create_task(controller.run(), name="claim-controller-under-test")
         self.controllers.append((controller, task))

@@ -12,6 +12,7 @@ import pytest_asyncio
 from cc_kit import Kit, allocation, consumer, eventually, pod, template
 
 from claim_controller.naming import DELETE_PROTECTION_FINALIZER
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 
@@ -23,7 +24,7 @@ NODE = "node-7"
 @pytest_asyncio.fixture(loop_scope="session")
 async def bus(nats_url: str) -> AsyncIterator[EventBus]:
     bus = EventBus(nats_url, name="claim-controller-test")
-    await bus.ensure_stream("DRAFLOW_EVENTS", ["draflow.events.>"], max_age_seconds=3600)
+    await lifecycle.ensure_events_stream(bus)
     await bus.start()
     assert await bus.wait_connected(10)
     try:
@@ -33,7 +34,7 @@ async def bus(nats_url: str) -> AsyncIterator[EventBus]:
 
 
 async def start(kit: Kit, bus: EventBus) -> None:
-    await kit.start_controller(publish=bus.publish, requester=bus,
+    await kit.start_controller(bus=bus, requester=bus,
                                allocator_subject=f"test.{kit.namespace}.allocate")
 
 
@@ -80,6 +81,20 @@ async def test_bound_pod_claims_are_allocated_by_the_allocator_and_reserved(kit:
     assert requests[0] == {"namespace": kit.namespace, "pod": "pinned", "podUID": p["metadata"]["uid"],
                            "node": NODE}
 
+    import nats
+
+    nc = await nats.connect(bus.url)
+    try:
+        async def reserved_event() -> lifecycle.ClaimEvent | None:
+            name = claim["metadata"]["name"]
+            timeline = await lifecycle.claim_timeline(nc.jetstream(), kit.namespace, name)
+            return next((e for e in timeline if lifecycle.kind_name(e.kind) == "reserved"), None)
+
+        event = await eventually(reserved_event, what="a reserved event in JetStream")
+    finally:
+        await nc.close()
+    assert (event.pod.name, event.pod.uid, event.node) == ("pinned", p["metadata"]["uid"], NODE)
+
 
 async def test_bound_pod_without_an_allocator_gets_a_warning_and_is_retried(kit: Kit, bus: EventBus) -> None:
     await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
@@ -119,11 +134,13 @@ async def test_claim_allocated_for_another_node_is_not_reserved(kit: Kit, bus: E
 async def test_claim_lifecycle_events_are_published(kit: Kit, bus: EventBus, nats_url: str) -> None:
     import nats
 
-    received: list[tuple[str, dict[str, Any]]] = []
+    received: list[tuple[str, lifecycle.ClaimEvent]] = []
     nc = await nats.connect(nats_url)
     try:
         async def collect(msg: Any) -> None:
-            received.append((msg.subject, orjson.loads(msg.data)))
+            event = lifecycle.decode(msg)
+            assert isinstance(event, lifecycle.ClaimEvent)
+            received.append((msg.subject, event))
         await nc.subscribe(f"draflow.events.claim.{kit.namespace}.>", cb=collect)
         await nc.flush()
 
@@ -149,9 +166,11 @@ async def test_claim_lifecycle_events_are_published(kit: Kit, bus: EventBus, nat
     prefix = f"draflow.events.claim.{kit.namespace}.{name}."
     assert [s for s, _ in received] == [prefix + k for k in ("created", "deallocated", "deleted")]
     created, deallocated, deleted = (body for _, body in received)
-    assert created["pod"] == f"{kit.namespace}/evented" and created["name"] == name
-    assert deallocated["node"] == NODE
-    assert deleted["claimUID"] == created["claimUID"]
+    assert (created.pod.namespace, created.pod.name) == (kit.namespace, "evented")
+    assert created.name == name and created.service == "claim-controller-test"
+    assert deallocated.node == NODE
+    assert deleted.claim_uid == created.claim_uid != ""
+    assert [lifecycle.kind_name(e.kind) for _, e in received] == ["created", "deallocated", "deleted"]
 
 
 async def _async_value(value: bool) -> bool:

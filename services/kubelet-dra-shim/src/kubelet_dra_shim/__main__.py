@@ -33,14 +33,11 @@ async def serve(settings: ShimSettings) -> None:
         await lifecycle.ensure_events_stream(bus)
         await bus.start()
 
-        async def publish(subject: str, data: bytes) -> None:
-            await bus.publish(subject, data)
-
         fleet = Fleet(
             settings,
             kube,
             EventRecorder(kube, SERVICE),
-            publish if bus.enabled else None,
+            bus if bus.enabled else None,
             bus=bus if bus.enabled else None,
         )
         if settings.http_port:

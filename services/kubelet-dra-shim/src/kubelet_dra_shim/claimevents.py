@@ -1,13 +1,11 @@
-"""Claim lifecycle events the shim publishes on NATS: the only module that knows subjects and payloads.
+"""Claim lifecycle events the shim publishes on NATS and the ``allocated`` nudges it reads.
 
-Subjects: ``draflow.events.claim.<namespace>.<name>.prepared|unprepared|prepare_failed``. The payload is
-JSON for now (a later issue moves it to a protobuf message from ``protos/``; only this module changes)::
-
-    {"claimUID", "namespace", "name", "node", "driver", "devices": [{"pool", "device", "cdiDeviceIDs"}],
-     "pod": "<ns>/<name>" | null, "error": "<message>" (prepare_failed only), "time": <unix seconds>}
-
-Publishing never fails the caller: NATS is the nervous system, Kubernetes is the truth. The bus keeps
-events in a bounded outbox while NATS is unreachable; an exception here is logged and dropped.
+Published (:mod:`draflow_runtime.lifecycle`: protobuf ``ClaimEvent`` on the one ``DRAFLOW_EVENTS`` stream,
+subjects ``draflow.events.claim.<namespace>.<name>.prepared|prepare_failed|unprepared``): node, driver,
+the devices the driver prepared (with their CDI IDs), the pod (prepare events) and the driver's error
+(``prepare_failed``). A prepare event is published inside the ``prepare pod`` span, which continues the
+claim's trace. Publishing never fails the caller: NATS is the nervous system, Kubernetes is the truth. The
+bus keeps events in a bounded outbox while NATS is unreachable; an exception here is logged and dropped.
 
 Consumed: ``draflow.events.claim.*.*.allocated`` (structured-allocator; JSON or the
 ``draflow.events.v1.ClaimEvent`` protobuf, both read by ``draflow_runtime.lifecycle.decode_payload``) on a
@@ -17,11 +15,9 @@ event to a callback, which looks at that pod at once. Missing one costs latency,
 
 from __future__ import annotations
 
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-import orjson
+from typing import Any
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
@@ -31,52 +27,40 @@ from .checkpoint import ClaimInfo, PreparedDevice
 
 log = get_logger(__name__)
 
-SUBJECT_PREFIX = "draflow.events.claim"
 ALLOCATED_SUBJECT = lifecycle.claim_subject("*", "*", "allocated")
-Publish = Callable[[str, bytes], Awaitable[None]]
 
 
-def subject(namespace: str, name: str, kind: str) -> str:
-    return f"{SUBJECT_PREFIX}.{namespace}.{name}.{kind}"
+def claim_of(info: ClaimInfo) -> dict[str, Any]:
+    """The claim as far as the checkpoint knows it (what :func:`lifecycle.build_claim_event` reads)."""
+    return {"metadata": {"namespace": info.namespace, "name": info.claim_name, "uid": info.claim_uid}}
 
 
-def payload(
-    info: ClaimInfo,
-    node: str,
-    driver: str,
-    devices: list[PreparedDevice],
-    *,
-    pod: str | None = None,
-    error: str | None = None,
-) -> bytes:
-    body: dict[str, object] = {
-        "claimUID": info.claim_uid,
-        "namespace": info.namespace,
-        "name": info.claim_name,
-        "node": node,
-        "driver": driver,
-        "devices": [
-            {"pool": d.pool_name, "device": d.device_name, "cdiDeviceIDs": d.cdi_device_ids} for d in devices
-        ],
-        "pod": pod,
-        "time": time.time(),
-    }
-    if error is not None:
-        body["error"] = error
-    return orjson.dumps(body)
+def devices(driver: str, prepared: list[PreparedDevice]) -> list[dict[str, Any]]:
+    """The prepared devices of ``driver`` as lifecycle ``Device`` fields."""
+    return [
+        {
+            "request": ",".join(d.request_names),
+            "driver": driver,
+            "pool": d.pool_name,
+            "device": d.device_name,
+            "shareID": d.share_id or "",
+            "cdiDeviceIDs": list(d.cdi_device_ids),
+        }
+        for d in prepared
+    ]
 
 
 class ClaimEvents:
-    """Publishes claim lifecycle events through ``publish`` (None: events are not published)."""
+    """Publishes claim lifecycle events on ``bus`` (None, or a disabled bus: events are not published)."""
 
-    def __init__(self, publish: Publish | None) -> None:
-        self._publish = publish
+    def __init__(self, bus: EventBus | None) -> None:
+        self._bus = bus if bus is not None and bus.enabled else None
 
-    async def _send(self, kind: str, info: ClaimInfo, data: bytes) -> None:
-        if self._publish is None:
+    async def _send(self, kind: str, info: ClaimInfo, **fields: Any) -> None:
+        if self._bus is None:
             return
         try:
-            await self._publish(subject(info.namespace, info.claim_name, kind), data)
+            await lifecycle.publish_claim_event(self._bus, kind, claim_of(info), **fields)
         except Exception as exc:
             log.warning(
                 "claim event not published",
@@ -86,15 +70,18 @@ class ClaimEvents:
             )
 
     async def prepared(self, info: ClaimInfo, node: str, driver: str, pod: str | None) -> None:
-        await self._send("prepared", info, payload(info, node, driver, info.drivers.get(driver, []), pod=pod))
+        await self._send("prepared", info, node=node, driver=driver, pod=pod,
+                         devices=devices(driver, info.drivers.get(driver, [])))
 
     async def prepare_failed(
         self, info: ClaimInfo, node: str, driver: str, pod: str | None, error: str
     ) -> None:
-        await self._send("prepare_failed", info, payload(info, node, driver, [], pod=pod, error=error))
+        await self._send("prepare_failed", info, node=node, driver=driver, pod=pod, devices=[],
+                         reason="PrepareFailed", message=error)
 
     async def unprepared(self, info: ClaimInfo, node: str, driver: str) -> None:
-        await self._send("unprepared", info, payload(info, node, driver, info.drivers.get(driver, [])))
+        await self._send("unprepared", info, node=node, driver=driver,
+                         devices=devices(driver, info.drivers.get(driver, [])))
 
 
 @dataclass(frozen=True)

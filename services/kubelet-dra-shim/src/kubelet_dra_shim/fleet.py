@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,17 +57,17 @@ class Fleet:
         settings: ShimSettings,
         kube: KubeClient,
         recorder: Any,
-        publish: Callable[[str, bytes], Awaitable[None]] | None = None,
+        events: EventBus | None = None,
         *,
         tracer_provider: Any = None,
         bus: EventBus | None = None,
     ) -> None:
-        """``publish``: claim events out (None: not published); ``bus``: where ``allocated`` nudges come
-        from (None or ``allocated_nudges`` off: none)."""
+        """``events``: where claim lifecycle events go (None: not published); ``bus``: where ``allocated``
+        nudges come from (None or ``allocated_nudges`` off: none). The service passes its one bus as both."""
         self.settings = settings
         self.bus = bus
         self.kube = kube
-        self.events = ClaimEvents(publish)
+        self.events = ClaimEvents(events)
         self.boot_id = read_boot_id(settings.boot_id_file)
         names = settings.node_names()
         tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.leader import LeaderElector
@@ -26,18 +27,14 @@ from .settings import Settings
 
 log = get_logger(__name__)
 
-EVENTS_SUBJECTS = ["draflow.events.>"]
-
 
 async def lead(settings: Settings, kube: KubeClient, explanations: ExplanationStore,
                current: list[Scheduler]) -> None:
     """One leadership term: NATS, informers, the loop. Returns only by cancellation or error."""
     bus = EventBus(settings.nats_url, name=COMPONENT)
-    if settings.events_stream:
-        await bus.ensure_stream(settings.events_stream, EVENTS_SUBJECTS,
-                                max_age_seconds=settings.events_max_age)
+    await lifecycle.ensure_events_stream(bus)
     await bus.start()
-    scheduler = Scheduler(settings, kube, publish=bus.publish if bus.enabled else None,
+    scheduler = Scheduler(settings, kube, bus=bus if bus.enabled else None,
                           explanations=explanations)
     current.append(scheduler)
     try:

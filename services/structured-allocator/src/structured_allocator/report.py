@@ -3,51 +3,50 @@
 * Unschedulable pod: ``PodScheduled=False`` (reason ``Unschedulable``, the explanation's message) with a
   strategic-merge patch of ``pods/status`` (conditions merge by type), plus a Warning Event
   ``FailedScheduling``; written only when the message changed, so retries do not flood the API.
-* NATS (JetStream, trace context in the headers): ``draflow.events.claim.<ns>.<name>.allocated``
-  ``{"claimUID", "pod", "node", "devices": [{"request", "driver", "pool", "device"}]}`` and
-  ``...allocation_failed`` ``{"claimUID", "pod", "reason"}``. JSON for now.
+* NATS lifecycle events (:mod:`draflow_runtime.lifecycle`, protobuf ``ClaimEvent`` on the one
+  ``DRAFLOW_EVENTS`` stream, the claim's trace context in the headers): ``allocated`` (pod, node, the
+  allocation's devices), ``reserved`` (a pod added to an already-allocated claim's ``reservedFor``) and
+  ``allocation_failed`` (reason ``Unschedulable``, message = the explanation).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import orjson
+from opentelemetry.context import Context
 
+from draflow_runtime import lifecycle
+from draflow_runtime.bus import EventBus
 from draflow_runtime.errors import ApiError, NotFound, TransportError
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
 from draflow_runtime.log import get_logger
+from draflow_runtime.tracing import attach, detach
 
-__all__ = ["Reporter", "claim_subject"]
+__all__ = ["Reporter"]
 
 log = get_logger(__name__)
-
-Publish = Callable[..., Awaitable[bool]]
-
-
-def claim_subject(claim: Mapping[str, Any], what: str) -> str:
-    meta = claim["metadata"]
-    return f"draflow.events.claim.{meta['namespace']}.{meta['name']}.{what}"
 
 
 class Reporter:
     def __init__(self, kube: KubeClient, recorder: EventRecorder, field_manager: str,
-                 publish: Publish | None) -> None:
+                 bus: EventBus | None) -> None:
         self.kube = kube
         self.recorder = recorder
         self.field_manager = field_manager
-        self.publish = publish
+        self.bus = bus if bus is not None and bus.enabled else None
         self._reported: dict[str, str] = {}  # pod key -> last unschedulable message written
 
     def forget(self, pod_key: str) -> None:
         self._reported.pop(pod_key, None)
 
     async def unschedulable(self, pod: Mapping[str, Any], message: str,
-                            claims: list[Mapping[str, Any]]) -> None:
-        """Condition + Warning Event + allocation_failed events, once per distinct message."""
+                            claims: list[Mapping[str, Any]],
+                            contexts: Sequence[Context | None] = ()) -> None:
+        """Condition + Warning Event + allocation_failed events, once per distinct message.
+        ``contexts[i]``: the trace context of ``claims[i]``'s span in this attempt (its event's trace)."""
         meta = pod["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
         if self._reported.get(key) == message:
@@ -67,23 +66,30 @@ class Reporter:
             self._reported.pop(key, None)
             log.warning("pod condition not written", pod=key, error=str(err))
         await self.recorder.event(dict(pod), "Warning", "FailedScheduling", message)
-        for claim in claims:
-            await self._publish(claim, "allocation_failed", {
-                "claimUID": claim["metadata"].get("uid", ""), "pod": key, "reason": message,
-            })
+        for i, claim in enumerate(claims):
+            token = attach(contexts[i]) if i < len(contexts) else None
+            try:
+                await self._publish("allocation_failed", claim, pod=dict(pod), node="",
+                                    reason="Unschedulable", message=message)
+            finally:
+                detach(token)
 
     async def allocated(self, claim: Mapping[str, Any], allocation: Mapping[str, Any] | None,
-                        pod_key: str, node: str) -> None:
+                        pod: Mapping[str, Any], node: str) -> None:
+        """``claim`` (the copy the decision saw) was allocated ``allocation`` for ``pod`` on ``node``."""
         results = ((allocation or {}).get("devices") or {}).get("results") or []
-        await self._publish(claim, "allocated", {
-            "claimUID": claim["metadata"].get("uid", ""), "pod": pod_key, "node": node,
-            "devices": [{k: r.get(k) for k in ("request", "driver", "pool", "device")} for r in results],
-        })
+        await self._publish("allocated", claim, pod=dict(pod), node=node, devices=results)
 
-    async def _publish(self, claim: Mapping[str, Any], what: str, payload: dict[str, Any]) -> None:
-        if self.publish is None:
+    async def reserved(self, claim: Mapping[str, Any], pod: Mapping[str, Any], node: str) -> None:
+        """``pod`` was added to the ``reservedFor`` of the already-allocated (shared) ``claim``."""
+        await self._publish("reserved", claim, pod=dict(pod), node=node)
+
+    async def _publish(self, kind: str, claim: Mapping[str, Any], **fields: Any) -> None:
+        if self.bus is None:
             return
         try:
-            await self.publish(claim_subject(claim, what), orjson.dumps(payload))
+            await lifecycle.publish_claim_event(self.bus, kind, claim, **fields)
         except Exception as err:  # an event is a courtesy: never fail a placement for it
-            log.warning("claim event not published", subject=claim_subject(claim, what), error=repr(err))
+            meta = claim.get("metadata") or {}
+            log.warning("claim event not published", claim=f"{meta.get('namespace')}/{meta.get('name')}",
+                        kind=kind, error=repr(err))

@@ -33,6 +33,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import Counter, Histogram
 
+from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import key_of
 from draflow_runtime.kube import KubeClient
@@ -45,7 +46,7 @@ from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
-from .report import Publish, Reporter
+from .report import Reporter
 from .scoring import make_scorer
 from .settings import Settings
 from .state import ClusterState
@@ -74,7 +75,7 @@ class Scheduler:
         settings: Settings,
         kube: KubeClient,
         *,
-        publish: Publish | None = None,
+        bus: EventBus | None = None,
         namespace: str | None = None,
         hooks: Hooks | None = None,
         tracer_provider: TracerProvider | None = None,
@@ -91,7 +92,7 @@ class Scheduler:
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
                                      poll_interval=settings.binding_poll_interval)
         self._deallocating: set[str] = set()  # claim uids PostFilter is deallocating
-        self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, publish)
+        self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, bus)
         self.explanations = explanations if explanations is not None else ExplanationStore(
             settings.explanations_kept)
         self.queue = WorkQueue(name="pods", base_delay=settings.write_retry_base, max_delay=30.0,
@@ -236,12 +237,11 @@ class Scheduler:
         key = key_of(dict(pod))
         message = decision.explanation.message()
         span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
-        for claim in decision.claims:
-            self._claim_context(claim, span, None, None, message)
+        contexts = [self._claim_context(claim, span, None, None, message) for claim in decision.claims]
         self.unschedulable.add(key)
         self.explanations.record(decision.explanation)
         log.info("pod unschedulable", reason=message)
-        self._spawn(self.reporter.unschedulable(pod, message, decision.claims), f"report-{key}")
+        self._spawn(self.reporter.unschedulable(pod, message, decision.claims, contexts), f"report-{key}")
         if decision.deallocate is not None:
             self._post_filter(pod, decision.deallocate)
         return RequeueAfter(self.settings.unschedulable_retry)
@@ -332,7 +332,9 @@ class Scheduler:
         self.state.assume.mark_written(cp.uid)
         self._wake(cp.key)
         if cp.allocation is not None:
-            await self.reporter.allocated(cp.claim, cp.allocation, plan.key, plan.node)
+            await self.reporter.allocated(cp.claim, cp.allocation, plan.pod, plan.node)
+        elif cp.reserve:
+            await self.reporter.reserved(cp.claim, plan.pod, plan.node)
 
     def _wake(self, claim_key: str) -> None:
         for pod_key in self._waiters.pop(claim_key, ()):

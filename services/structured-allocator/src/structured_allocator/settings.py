@@ -56,13 +56,6 @@ class Settings(ServiceSettings):
         "draflow.events.pool.>",
         description="NATS subject of slice-publisher pool changes (nudges a retry of unschedulable pods).",
     )
-    events_stream: str = Field(
-        "DRAFLOW_EVENTS",
-        description="JetStream stream declared for draflow.events.> (shared by all services); empty: none.",
-    )
-    events_max_age: float = Field(
-        86400.0, ge=0, description="Seconds the events stream keeps a message (0: unlimited)."
-    )
     device_taint_rules: bool = Field(
         True,
         description="Watch DeviceTaintRules (resource.k8s.io/v1) and add their taints to the devices they "

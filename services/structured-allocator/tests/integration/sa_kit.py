@@ -74,10 +74,10 @@ class Kit:
 
     # -- the allocator under test
 
-    async def start(self, *, hooks: Hooks | None = None, publish: Any = None,
+    async def start(self, *, hooks: Hooks | None = None, bus: Any = None,
                     explanations: ExplanationStore | None = None, **overrides: Any) -> Scheduler:
         settings = Settings(http_port=0, nats_url="", scheduler_names=self.scheduler_name, **overrides)
-        sched = Scheduler(settings, self.kube, namespace=self.namespace, hooks=hooks, publish=publish,
+        sched = Scheduler(settings, self.kube, namespace=self.namespace, hooks=hooks, bus=bus,
                           explanations=explanations)
         task = asyncio.create_task(sched.run(), name="allocator-under-test")
         self.schedulers.append((sched, task))

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import nats
 import orjson
 import pytest
-from sa_kit import Kit, devices_of, eventually
+from sa_kit import Kit, devices_of
 
+from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from structured_allocator.binder import FINALIZER
 from structured_allocator.responder import AllocateResponder
@@ -23,12 +25,16 @@ async def test_allocate_request_for_a_bound_pod_writes_allocation_without_bindin
     await kit.template("one-gpu")
     server = EventBus(nats_url, name="sa-test-server")
     client = EventBus(nats_url, name="sa-test-client")
+    events = EventBus(nats_url, name="sa-test-events")
+    await lifecycle.ensure_events_stream(events)
     await server.start()
     await client.start()
-    received: list[tuple[str, bytes]] = []
+    await events.start()
+    assert await events.wait_connected(10)
+    nc = await nats.connect(nats_url)
     subject = f"draflow.allocator.allocate.{kit.suffix}"
     try:
-        sched = await kit.start(publish=lambda s, d, **kw: _record(received, s, d))
+        sched = await kit.start(bus=events)
         await server.serve(subject, AllocateResponder(sched).handle)
         pod = await kit.template_pod("p", "one-gpu", node=node)
         request = orjson.dumps({"namespace": kit.namespace, "pod": "p", "podUID": pod["metadata"]["uid"],
@@ -49,21 +55,24 @@ async def test_allocate_request_for_a_bound_pod_writes_allocation_without_bindin
             {"namespace": kit.namespace, "pod": "q", "podUID": pod2["metadata"]["uid"], "node": node}),
             timeout=10))
         assert not refused["ok"] and "0 usable, 1 needed" in refused["message"]
-        await eventually(_async(lambda: any(s.endswith(".allocated") for s, _ in received)),
-                         what="allocated event")
-        subject_allocated, payload = next((s, d) for s, d in received if s.endswith(".allocated"))
         name = claim["metadata"]["name"]
-        assert subject_allocated == f"draflow.events.claim.{kit.namespace}.{name}.allocated"
-        body = orjson.loads(payload)
-        assert body["claimUID"] == claim["metadata"]["uid"] and body["node"] == node
+        sub = await nc.jetstream().subscribe(lifecycle.claim_subject(kit.namespace, name, "allocated"),
+                                             stream=lifecycle.EVENTS_STREAM, ordered_consumer=True)
+        msg = await sub.next_msg(timeout=10)
+        assert msg.subject == f"draflow.events.claim.{kit.namespace}.{name}.allocated"
+        assert msg.headers and msg.headers[lifecycle.EVENT_TYPE_HEADER] == "draflow.events.v1.ClaimEvent"
+        event = lifecycle.decode(msg)
+        assert isinstance(event, lifecycle.ClaimEvent)
+        assert lifecycle.kind_name(event.kind) == "allocated" and event.service == "sa-test-events"
+        assert event.claim_uid == claim["metadata"]["uid"] and event.node == node
+        assert (event.pod.name, event.pod.uid) == ("p", pod["metadata"]["uid"])
+        assert [f"{d.driver}/{d.pool}/{d.device}" for d in event.devices] == devices_of(claim)
+        await sub.unsubscribe()
     finally:
+        await nc.close()
+        await events.stop()
         await client.stop()
         await server.stop()
-
-
-async def _record(received: list[tuple[str, bytes]], subject: str, data: bytes) -> bool:
-    received.append((subject, data))
-    return True
 
 
 def _async(fn):  # type: ignore[no-untyped-def]
