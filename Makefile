@@ -44,7 +44,7 @@ typecheck: sync ## mypy over every lib and service
 	@$(UV) run --frozen mypy libs/*/src services/*/src
 
 .PHONY: test
-test: sync binaries verify-protos verify-docs lint ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
+test: sync binaries verify-protos verify-docs lint typecheck ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
 	@$(UV) run --frozen pytest $(PYTEST_ARGS)
 
 .PHONY: up

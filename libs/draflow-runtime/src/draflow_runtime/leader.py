@@ -103,7 +103,7 @@ class LeaderElector:
                 return
             self._is_leader = True
             self._log.info("became leader")
-            leading = asyncio.create_task(on_started_leading(), name=f"leading-{self.name}")
+            leading = asyncio.ensure_future(on_started_leading())
             await self._renew(leading)
         except asyncio.CancelledError:
             release = False
@@ -210,7 +210,7 @@ class LeaderElector:
         try:
             lease = await self._kube.get(LEASES, self.name, self.namespace)
         except NotFound:
-            body = {
+            body: dict[str, Any] = {
                 "apiVersion": "coordination.k8s.io/v1",
                 "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": self.namespace},

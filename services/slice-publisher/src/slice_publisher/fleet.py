@@ -34,7 +34,7 @@ import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from opentelemetry import trace
 from prometheus_client import Counter, Histogram
@@ -352,7 +352,7 @@ class Publisher:
                 written[name] = (obj, obj["metadata"]["resourceVersion"], now)
 
     async def reconcile(self, key: Hashable) -> Done:
-        node, driver, pool = key  # type: ignore[misc]
+        node, driver, pool = cast(PoolKey, key)
         desired, touch = self.desired(node, driver, pool)
         if not touch:
             return Done()

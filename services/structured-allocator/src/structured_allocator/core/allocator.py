@@ -489,8 +489,8 @@ class _Run:
                 item.update(_device_config(entry))
                 config.append(item)
         for item in config:
-            requests = item.get("requests")
-            if requests and all(rd.base_name in requests or rd.name in requests for rd in chosen):
+            listed = item.get("requests")
+            if listed and all(rd.base_name in listed or rd.name in listed for rd in chosen):
                 del item["requests"]
         return config
 
