@@ -56,8 +56,8 @@ down: ## Stop everything `make up` started and remove its state
 	@$(UV) run --frozen draflow-testenv down
 
 .PHONY: bench
-bench: sync binaries ## Benchmarks (QUICK=1 for small sizes); results go to docs/benchmarks.md
-	@$(UV) run --frozen python hack/bench.py --output docs/benchmarks.md $(if $(QUICK),--quick,)
+bench: sync binaries ## Benchmarks (QUICK=1 small sizes, ONLY="publish ..." some); results in docs/benchmarks.md
+	@$(UV) run --frozen python hack/bench.py --output docs/benchmarks.md $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),)
 
 .PHONY: clean
 clean: ## Remove the virtualenv and local state (not the binary cache)

@@ -111,6 +111,16 @@ def run(bench: Bench, quick: bool) -> tuple[str, str, float, int]:
     return shown, out, took, proc.returncode
 
 
+def merge_sections(previous: str, chosen: list[Bench], fresh: list[str]) -> list[str]:
+    """With --only: keep the previous page's other sections, in BENCHES order, and replace the chosen ones."""
+    old: dict[str, str] = {}
+    for chunk in previous.split("\n## ")[1:]:
+        title = chunk.split("\n", 1)[0].strip()
+        old[title] = "## " + chunk.rstrip() + "\n"
+    new = {bench.title: text for bench, text in zip(chosen, fresh, strict=True)}
+    return [new.get(b.title) or old[b.title] for b in BENCHES if b.title in new or b.title in old]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -132,17 +142,21 @@ def main() -> int:
         shown, out, took, rc = run(bench, args.quick)
         failed += rc != 0
         body = out if out.lstrip().startswith(("|", "#", "-")) else f"```\n{out}\n```"
-        sections.append(f"## {bench.title}\n\nCommand: `{shown}` ({took:.0f} s)\n\n{body}\n")
+        when = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC"
+        sections.append(f"## {bench.title}\n\nCommand: `{shown}` ({took:.0f} s, measured {when})\n\n{body}\n")
 
+    out_path = ROOT / args.output
+    if args.only is not None and out_path.exists():
+        sections = merge_sections(out_path.read_text(), chosen, sections)
     mode = "make bench QUICK=1" if args.quick else "make bench"
     header = (
         "# draflow benchmarks\n\n"
-        f"Measured by `{mode}` (hack/bench.py) on {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC.\n\n"
+        f"Written by `{mode}` (hack/bench.py; `--only NAME` re-runs one section); each section says\n"
+        "when it was measured.\n\n"
         f"Machine: {machine()}.\n\n"
         "Each benchmark runs against the real servers started by draflow-testenv on loopback unless it says\n"
         "otherwise. Numbers from a shared or loaded machine are pessimistic: rerun `make bench`.\n\n"
     )
-    out_path = ROOT / args.output
     out_path.write_text(header + "\n".join(sections))
     print(f"[bench] wrote {out_path}", file=sys.stderr)
     return 1 if failed else 0
