@@ -10,7 +10,13 @@ in fleet mode (N nodes under one fleet root) and wait until every registration s
 - **cold publish**: publisher start → every node's pool is in the API (N slices, N x D devices);
 - **steady-state CPU**: the publisher's process CPU time (utime + stime from /proc) over ``--idle``
   seconds with nothing changing, as a percentage of one core;
-- the publisher's own counters (slices created/updated/deleted) from its /metrics.
+- the publisher's own counters (slices created/updated/deleted) from its /metrics;
+- **driver-gone taint delay**: SIGKILL of the reference-driver fleet process → the
+  ``draflow.dev/driver-unavailable`` taint is on every device of a node's pool in the API, per node
+  (first / p50 / p90 / max over all nodes) and until every node's pool is tainted. Observed with one
+  watch on the managed slices (no polling load; the events are timestamped on arrival). The publisher
+  runs with a ``--driver-gone-grace`` far longer than the measurement, so the slices stay (tainted)
+  meanwhile.
 
 Prints a Markdown snippet (for docs/benchmarks.md). No pass/fail: numbers only.
 """
@@ -22,6 +28,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import signal
 import socket
 import sys
 import tempfile
@@ -33,6 +40,7 @@ import aiohttp
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 
 MANAGED = "app.kubernetes.io/managed-by=draflow-slice-publisher"
+UNAVAILABLE = "draflow.dev/driver-unavailable"
 
 
 def _bin(name: str) -> str:
@@ -72,6 +80,82 @@ async def metric(port: int, name: str) -> float:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
         text = await resp.text()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _slice_state(obj: dict) -> tuple[str, int, int]:
+    """(node, devices, devices carrying the driver-unavailable taint) of one slice."""
+    devices = obj["spec"].get("devices") or ()
+    tainted = sum(1 for d in devices if any(t.get("key") == UNAVAILABLE for t in d.get("taints") or ()))
+    return obj["spec"].get("nodeName") or "", len(devices), tainted
+
+
+async def measure_taint_delay(
+    kube: KubeClient, driver: asyncio.subprocess.Process, nodes: list[str], limit: float
+) -> tuple[dict[str, float], int]:
+    """SIGKILL ``driver``; seconds from the kill until each node's devices all carry the taint.
+
+    One watch on the managed slices (started from a list's resourceVersion, so nothing is missed), each
+    event timestamped when it arrives. Returns ({node: delay}, tainted devices at the end).
+    """
+    slices: dict[str, tuple[str, int, int]] = {}  # name -> state
+    by_node: dict[str, set[str]] = {}  # node -> slice names
+    listing = await kube.list(RESOURCE_SLICES, label_selector=MANAGED)
+    for s in listing["items"]:
+        state = slices[s["metadata"]["name"]] = _slice_state(s)
+        by_node.setdefault(state[0], set()).add(s["metadata"]["name"])
+    wanted = set(nodes)
+    done: dict[str, float] = {}
+    all_tainted = asyncio.Event()
+    t_kill: float | None = None
+
+    def node_tainted(node: str) -> bool:
+        states = [slices[name] for name in by_node.get(node, ())]
+        return bool(states) and all(n == t for _, n, t in states) and sum(n for _, n, _ in states) > 0
+
+    async def watch() -> None:
+        async for etype, obj in kube.watch(
+            RESOURCE_SLICES,
+            resource_version=listing["metadata"]["resourceVersion"],
+            label_selector=MANAGED,
+            allow_bookmarks=False,
+        ):
+            now = time.monotonic()
+            name = obj.get("metadata", {}).get("name")
+            if etype == "DELETED":
+                if (old := slices.pop(name, None)) is not None:
+                    by_node[old[0]].discard(name)
+                continue
+            state = slices[name] = _slice_state(obj)
+            node = state[0]
+            by_node.setdefault(node, set()).add(name)
+            if t_kill is not None and node in wanted and node not in done and node_tainted(node):
+                done[node] = now - t_kill
+                if len(done) == len(wanted):
+                    all_tainted.set()
+                    return
+
+    task = asyncio.create_task(watch())
+    try:
+        await asyncio.sleep(1.0)  # the watch connection is up before the kill
+        t_kill = time.monotonic()
+        os.kill(driver.pid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(all_tainted.wait(), limit)
+        except TimeoutError:
+            raise SystemExit(
+                f"driver-unavailable taint on {len(done)}/{len(wanted)} nodes after {limit}s"
+            ) from None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await driver.wait()
+    return done, sum(t for _, _, t in slices.values())
 
 
 async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -158,6 +242,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
                 "",
                 "--startup-grace",
                 "30",
+                "--driver-gone-grace",  # the driver-gone measurement must not see the slices deleted
+                str(max(3600.0, 2 * args.timeout)),
                 "--log-level",
                 "warning",
             ],
@@ -182,6 +268,13 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
         updated = await metric(port, "draflow_slice_publisher_slices_updated_total")
         deleted = await metric(port, "draflow_slice_publisher_slices_deleted_total")
         rss_kib = rss_kib_of(publisher.pid)
+
+        taint_delays, tainted_devices = await measure_taint_delay(kube, driver, nodes, args.timeout)
+        if publisher.returncode is not None:
+            raise SystemExit(f"slice-publisher exited ({publisher.returncode}); see {workdir}")
+        if (have := await count_published(kube)) != want:
+            raise SystemExit(f"slices changed during the driver-gone measurement: have {have}, want {want}")
+        delays_ms = [d * 1000 for d in taint_delays.values()]
     finally:
         if publisher is not None:
             await stop(publisher)
@@ -203,6 +296,12 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
             f"| steady-state publisher CPU (idle {args.idle:.0f} s) | {idle_cpu:.2f} % of one core |",
             f"| publisher RSS after publish | {rss_kib / 1024:.0f} MiB |",
             f"| slices created / updated / deleted | {created:.0f} / {updated:.0f} / {deleted:.0f} |",
+            "| driver-gone taint per node: driver SIGKILL → all its devices tainted in the API,"
+            f" first / p50 / p90 / max over {len(delays_ms)} nodes"
+            f" | {min(delays_ms):.0f} / {_pct(delays_ms, 0.5):.0f} / {_pct(delays_ms, 0.9):.0f}"
+            f" / {max(delays_ms):.0f} ms |",
+            f"| driver-gone taint: driver SIGKILL → all {args.nodes} pools tainted"
+            f" ({tainted_devices} devices) | {max(delays_ms):.0f} ms |",
             "",
             f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd on the same machine.",
         ]
