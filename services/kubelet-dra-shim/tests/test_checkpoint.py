@@ -78,8 +78,8 @@ def test_corrupt_content_is_an_error_not_an_empty_state(content: bytes) -> None:
 
 def test_write_atomically_replaces_and_leaves_no_temp_files(tmp_path: Path) -> None:
     path = tmp_path / "state" / checkpoint.FILE_NAME
-    checkpoint.write_atomically(path, b"one")
-    checkpoint.write_atomically(path, checkpoint.encode(_state()))
+    checkpoint.write(path, b"one")
+    checkpoint.write(path, checkpoint.encode(_state()))
     assert checkpoint.read(path) is not None
     assert [p.name for p in path.parent.iterdir()] == [checkpoint.FILE_NAME]
 

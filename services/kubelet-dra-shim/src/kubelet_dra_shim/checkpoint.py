@@ -12,8 +12,9 @@ The file format follows the kubelet's ``dra_manager_state`` (``pkg/kubelet/cm/dr
 
 The ``BootID`` lets the shim tell a process restart from a node reboot (a reboot loses tmpfs CDI specs
 and device state, so the checkpoint must be repaired, never trusted). Encoding and decoding are pure
-functions; :func:`write_atomically` and :func:`read` are the only I/O (temp file, fsync, rename, fsync of
-the directory), so a crash leaves either the old or the new file, never a torn one.
+functions; :func:`write` and :func:`read` are the only I/O (``draflow_runtime.files.atomic_write``:
+temp file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file, never a
+torn one.
 
 Errors::
 
@@ -23,9 +24,6 @@ Errors::
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ from typing import Any
 import orjson
 
 from draflow_runtime.errors import DraflowError
+from draflow_runtime.files import atomic_write
 
 KIND = "DRACheckpoint"
 API_VERSION = "checkpoint.dra.kubelet.k8s.io/v1"
@@ -181,29 +180,9 @@ def decode(content: bytes, *, path: str | None = None) -> CheckpointState:
     return CheckpointState(boot_id=inner.get("BootID", ""), claims=claims)
 
 
-def write_atomically(path: Path, content: bytes) -> None:
-    """Replace ``path`` with ``content``: temp file in the same directory, fsync, rename, fsync dir.
-
-    Blocking; call it through ``asyncio.to_thread``. Durable: after it returns the new content
-    survives a crash or power loss.
-    """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(content)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def write(path: Path, content: bytes) -> None:
+    """Store an encoded checkpoint durably (owner-only file). Blocking: use ``asyncio.to_thread``."""
+    atomic_write(path, content, mode=0o600)
 
 
 def read(path: Path) -> CheckpointState | None:

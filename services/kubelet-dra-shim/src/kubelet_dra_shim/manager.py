@@ -146,7 +146,7 @@ class NodeManager:
 
     async def _save(self) -> None:
         content = checkpoint.encode(CheckpointState(boot_id=self.boot_id, claims=self.claims))
-        await asyncio.to_thread(checkpoint.write_atomically, self.path, content)
+        await asyncio.to_thread(checkpoint.write, self.path, content)
 
     # --- queries ----------------------------------------------------------------------------------------
 

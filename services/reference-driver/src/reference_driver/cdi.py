@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_driver.files import atomic_write
+from draflow_runtime.files import atomic_write
 
 CDI_VERSION = "0.6.0"
 _NON_WORD = re.compile(r"[^A-Za-z0-9]+")

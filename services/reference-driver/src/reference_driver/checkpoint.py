@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference_driver.files import atomic_write
+from draflow_runtime.files import atomic_write
 
 API_VERSION = "checkpoint.reference-driver.draflow.dev/v1"
 KIND = "DriverCheckpoint"

@@ -75,6 +75,7 @@ def selectable(rd: RequestData, device: PreparedDevice, claim: str) -> bool:
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+    """core/v1 ``Toleration.ToleratesTaint``; DRA device tolerations and node tolerations match alike."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.get("effect"):
         return False

@@ -1,4 +1,4 @@
-"""Durable file writes shared by the CDI specs, the checkpoint and the fleet's directories."""
+"""Durable file writes: the driver's CDI specs and checkpoint, the shim's checkpoint."""
 
 from __future__ import annotations
 
@@ -8,7 +8,11 @@ from pathlib import Path
 
 
 def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write ``data`` to ``path`` atomically: temp file in the same directory, fsync, rename, fsync dir."""
+    """Replace ``path`` with ``data``: temp file in the same directory, fsync, rename, fsync of the directory.
+
+    Blocking (call it through ``asyncio.to_thread`` from async code). Durable: after it returns the new
+    content survives a crash or power loss, and a crash before that leaves the old file, never a torn one.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
