@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -15,26 +14,12 @@ from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from claim_controller.settings import Settings
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import EVENTS, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_testenv.wait import eventually
 
 DRIVER = "gpu.claim-controller-test.draflow.dev"
 DEVICE_CLASS = "claim-controller-test-gpu"
 
 T = TypeVar("T")
-
-
-async def eventually(
-    check: Callable[[], Awaitable[T | None]], timeout: float = 30.0, what: str = ""  # noqa: ASYNC109
-) -> T:
-    """Poll ``check`` until it returns something truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}: last={last!r}")
-        await asyncio.sleep(0.1)
 
 
 def template(name: str, *, labels: dict[str, str] | None = None,

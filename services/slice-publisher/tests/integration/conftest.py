@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import shutil
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,23 +26,6 @@ DRIVER = "gpu.draflow.example"
 REFERENCE_DRIVER = shutil.which("reference-driver") or str(
     Path(os.sys.executable).parent / "reference-driver"
 )
-
-
-async def eventually(
-    check: Callable[[], Awaitable[Any]],
-    timeout: float = 30.0,  # noqa: ASYNC109
-    interval: float = 0.05,
-) -> Any:
-    """Poll ``check`` until it returns something truthy (returned); AssertionError with the last value."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s; last value: {last!r}")
-        await asyncio.sleep(interval)
 
 
 @dataclass

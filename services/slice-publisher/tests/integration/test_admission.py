@@ -18,8 +18,7 @@ from kubernetes.aio.client import ApiClient, Configuration
 
 from draflow_runtime.errors import AlreadyExists, ApiError
 from draflow_runtime.kube import RESOURCE_SLICES, KubeClient, Resource
-
-from .conftest import eventually
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 

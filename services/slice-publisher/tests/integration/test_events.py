@@ -13,8 +13,9 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 from draflow_runtime.tracing import setup_tracing
+from draflow_testenv.wait import eventually
 
-from .conftest import Harness, eventually, settled
+from .conftest import Harness, settled
 
 pytestmark = pytest.mark.integration
 

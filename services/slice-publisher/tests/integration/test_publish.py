@@ -8,8 +8,9 @@ import time
 import pytest
 
 from draflow_runtime.kube import RESOURCE_SLICES
+from draflow_testenv.wait import eventually
 
-from .conftest import DRIVER, Harness, eventually, settled
+from .conftest import DRIVER, Harness, settled
 
 pytestmark = pytest.mark.integration
 

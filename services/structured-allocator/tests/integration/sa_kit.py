@@ -26,25 +26,13 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
+from draflow_testenv.wait import eventually
 from structured_allocator.binder import Hooks
 from structured_allocator.explain_http import ExplanationStore
 from structured_allocator.scheduler import Scheduler
 from structured_allocator.settings import Settings
 
 T = TypeVar("T")
-
-
-async def eventually(check: Callable[[], Awaitable[T | None]], timeout: float = 30.0,  # noqa: ASYNC109
-                     what: str = "") -> T:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        last = await check()
-        if last:
-            return last
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or check}: last={last!r}")
-        await asyncio.sleep(0.1)
 
 
 def devices_of(claim: dict[str, Any]) -> list[str]:
