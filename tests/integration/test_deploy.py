@@ -10,8 +10,8 @@ What runs here, in order of cost:
 - A server-side dry-run apply (``?dryRun=All``, apply patch) of every overlay's objects: schemas, RBAC
   objects, admission policies and the DeviceClass's CEL as the pinned API server validates them.
 - Each service's RBAC applied for real (renamed into a test namespace), then SubjectAccessReviews: what its
-  README and code use is allowed, unrelated verbs are denied; a service that keeps a second copy of its
-  RBAC next to its code (services/<svc>/deploy/rbac.yaml) grants the same ClusterRole rules.
+  README and code use is allowed, unrelated verbs are denied. (Each service's own integration tests also
+  run under its identity: the ``service_identity`` fixture, ``draflow_testenv.identity``.)
 - ``tilt ci -- --local`` (when Tilt is in the binary cache): the Tiltfile's local mode brings up its own
   draflow-testenv and all five services as processes, and every readiness probe passes.
 - The five services as processes, each with the token of its own ServiceAccount and exactly the RBAC of
@@ -52,6 +52,7 @@ from draflow_runtime.kube import (
     KubeClient,
 )
 from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.identity import RBAC_KINDS, Discovery, apply, apply_order, delete_outside, relocate
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +69,6 @@ BASES = ["common", *SERVICES]
 OVERLAYS = ["dev", "sim", "production"]
 FIELD_MANAGER = "draflow-deploy-test"
 
-RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 VAP_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 EXPECTED_KINDS: dict[str, set[str]] = {
     "common": {"Namespace", "ConfigMap"},
@@ -401,39 +401,6 @@ async def run_ok(argv: list[str], cwd: Path | None = None, env: dict[str, str] |
 # ------------------------------------------------------------------------------------- API server
 
 
-class Discovery:
-    """kind -> (API path prefix, plural, namespaced), from the server's discovery documents."""
-
-    def __init__(self, kube: KubeClient) -> None:
-        self._kube = kube
-        self._cache: dict[str, dict[str, tuple[str, bool]]] = {}
-
-    async def path(self, obj: dict[str, Any], namespace: str | None = None) -> str:
-        api_version = obj["apiVersion"]
-        prefix = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
-        if api_version not in self._cache:
-            doc = await self._kube.request("GET", prefix)
-            self._cache[api_version] = {
-                r["kind"]: (r["name"], r["namespaced"]) for r in doc["resources"] if "/" not in r["name"]
-            }
-        plural, namespaced = self._cache[api_version][obj["kind"]]
-        ns = namespace or obj["metadata"].get("namespace")
-        scope = f"/namespaces/{ns}" if namespaced else ""
-        return f"{prefix}{scope}/{plural}/{obj['metadata']['name']}"
-
-
-async def apply(kube: KubeClient, discovery: Discovery, obj: dict[str, Any], *, dry_run: bool) -> None:
-    query: dict[str, Any] = {"fieldManager": FIELD_MANAGER, "force": "true"}
-    if dry_run:
-        query["dryRun"] = "All"
-    await kube.request("PATCH", await discovery.path(obj), body=obj, query=query,
-                       content_type="application/apply-patch+yaml")
-
-
-def apply_order(obj: dict[str, Any]) -> int:
-    return {"Namespace": 0, "ServiceAccount": 1, "ClusterRole": 2, "Role": 2}.get(obj["kind"], 3)
-
-
 @pytest.mark.parametrize("overlay", OVERLAYS)
 async def test_overlay_passes_a_server_side_dry_run_apply(
     built: dict[str, list[dict[str, Any]]], testenv: Any, kube: KubeClient, overlay: str
@@ -444,7 +411,7 @@ async def test_overlay_passes_a_server_side_dry_run_apply(
     failures = []
     for obj in sorted(built[overlay], key=apply_order):
         try:
-            await apply(kube, discovery, obj, dry_run=True)
+            await apply(kube, discovery, obj, dry_run=True, field_manager=FIELD_MANAGER)
         except ApiError as exc:
             failures.append(f"{obj['kind']}/{obj['metadata']['name']}: {exc.status} {exc.message}")
     assert failures == []
@@ -608,28 +575,6 @@ def readme_grants(service: str) -> dict[str, list[Grant]]:
     return out
 
 
-def relocate(objs: list[dict[str, Any]], ns: str, suffix: str) -> list[dict[str, Any]]:
-    """RBAC objects of a build moved from draflow-system into ``ns``, cluster-scoped names suffixed so
-    parallel sessions and other tests never see them."""
-    out = []
-    for src in objs:
-        if src["kind"] not in RBAC_KINDS:
-            continue
-        obj = yaml.safe_load(yaml.safe_dump(src))
-        meta = obj["metadata"]
-        if meta.get("namespace") == NAMESPACE:
-            meta["namespace"] = ns
-        if obj["kind"] != "ServiceAccount" and meta.get("namespace") != ns:
-            meta["name"] = f"{meta['name']}-{suffix}"
-        if obj["kind"] == "ClusterRoleBinding" or (obj["kind"] == "RoleBinding" and meta["namespace"] != ns):
-            obj["roleRef"]["name"] = f"{obj['roleRef']['name']}-{suffix}"
-        for subject in obj.get("subjects", []):
-            if subject.get("namespace") == NAMESPACE:
-                subject["namespace"] = ns
-        out.append(obj)
-    return out
-
-
 async def can(kube: KubeClient, ns: str, sa: str, grant: Grant) -> bool:
     verb, group, resource, where = grant
     resource, _, subresource = resource.partition("/")
@@ -656,15 +601,6 @@ async def can(kube: KubeClient, ns: str, sa: str, grant: Grant) -> bool:
     return bool(result["status"].get("allowed"))
 
 
-async def delete_outside(kube: KubeClient, discovery: Discovery, objs: list[dict[str, Any]], ns: str) -> None:
-    """Delete what purging the test namespace leaves: cluster-scoped objects and those of other namespaces."""
-    for obj in objs:
-        if obj["metadata"].get("namespace") == ns:
-            continue
-        with contextlib.suppress(NotFound):
-            await kube.request("DELETE", await discovery.path(obj))
-
-
 @pytest.mark.parametrize(("target", "sa"), [*((s, s) for s in SERVICES), ("sim", "sim-fleet")])
 async def test_service_account_gets_exactly_what_the_service_needs(
     built: dict[str, list[dict[str, Any]]], kube: KubeClient,
@@ -676,7 +612,7 @@ async def test_service_account_gets_exactly_what_the_service_needs(
     discovery = Discovery(kube)
     try:
         for obj in sorted(objs, key=apply_order):
-            await apply(kube, discovery, obj, dry_run=False)
+            await apply(kube, discovery, obj, field_manager=FIELD_MANAGER)
         if sa in SERVICES:
             wanted = GRANTS[sa] + readme_grants(sa)[sa]
         else:  # the fleet pod: the three node agents' READMEs, simulated-kubelet rows included
@@ -688,31 +624,6 @@ async def test_service_account_gets_exactly_what_the_service_needs(
         assert (missing, excess) == ([], [])
     finally:
         await delete_outside(kube, discovery, objs, ns)
-
-
-def role_rules(docs: list[dict[str, Any]], kind: str = "ClusterRole") -> set[tuple[str, str, str, str]]:
-    """(apiGroup, resource, verb, resourceName) of every rule of every ``kind`` object."""
-    out = set()
-    for doc in docs:
-        if doc and doc["kind"] == kind:
-            for rule in doc.get("rules", []):
-                for group in rule.get("apiGroups", []):
-                    for resource in rule.get("resources", []):
-                        for verb in rule.get("verbs", []):
-                            for name in rule.get("resourceNames") or ["*"]:
-                                out.add((group, resource, verb, name))
-    return out
-
-
-@pytest.mark.parametrize(
-    "service", [s for s in SERVICES if (REPO / "services" / s / "deploy" / "rbac.yaml").exists()]
-)
-async def test_a_service_local_copy_of_its_rbac_grants_the_same_cluster_rules(
-    built: dict[str, list[dict[str, Any]]], service: str
-) -> None:
-    copy = REPO / "services" / service / "deploy" / "rbac.yaml"
-    local = [d for d in yaml.safe_load_all(copy.read_text()) if d]
-    assert role_rules(local) == role_rules(built[service])
 
 
 # ------------------------------------------------------------------------------------------------ Tilt
@@ -785,7 +696,7 @@ async def test_every_service_under_its_own_service_account_runs_a_pod_with_a_cla
     procs = []
     try:
         for obj in sorted(objs, key=apply_order):
-            await apply(kube, discovery, obj, dry_run=False)
+            await apply(kube, discovery, obj, field_manager=FIELD_MANAGER)
         bin_dir = Path(sys.executable).parent
         runs = [
             ("sim-fleet", ["reference-driver", "--node-count", "1", "--node-name-prefix", f"e2e-{suffix}-"]),

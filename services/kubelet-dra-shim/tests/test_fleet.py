@@ -22,6 +22,7 @@ from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import NODES, PODS, KubeClient
+from draflow_testenv.identity import ServiceIdentity
 from kubelet_dra_shim.simkubelet import CDI_ANNOTATION
 
 pytestmark = pytest.mark.integration
@@ -60,8 +61,12 @@ def _write_boot_id(root: Path) -> None:
     (root / "boot_id").write_text("fleet-boot\n")
 
 
-async def start_fleet(run_service: Any, testenv: Any, root: Path, prefix: str, count: int) -> tuple[Any, int]:
-    """reference-driver + kubelet-dra-shim for ``count`` nodes; returns (shim process, shim http port)."""
+async def start_fleet(
+    run_service: Any, testenv: Any, root: Path, prefix: str, count: int,
+    shim: ServiceIdentity, driver: ServiceIdentity,
+) -> tuple[Any, int]:
+    """reference-driver + kubelet-dra-shim for ``count`` nodes, each under its identity; returns (shim
+    process, shim http port)."""
     common = [
         "--node-name-prefix",
         prefix,
@@ -76,11 +81,12 @@ async def start_fleet(run_service: Any, testenv: Any, root: Path, prefix: str, c
     ]
     await run_service(
         [str(VENV_BIN / "reference-driver"), *common, "--http-port", "0", "--gpu-count", "2"],
+        kubeconfig=driver.kubeconfig,
         name=f"reference-driver-{prefix}",
     )
     port = _free_port()
     _write_boot_id(root)
-    shim = await run_service(
+    process = await run_service(
         [
             str(VENV_BIN / "kubelet-dra-shim"),
             *common,
@@ -93,23 +99,27 @@ async def start_fleet(run_service: Any, testenv: Any, root: Path, prefix: str, c
             "--node-status-interval",
             "120",
         ],
+        kubeconfig=shim.kubeconfig,
         name=f"kubelet-dra-shim-{prefix}",
     )
     await eventually(lambda: _registered(port, count), within=180, interval=0.5)
-    return shim, port
+    return process, port
 
 
 async def test_fleet_of_200_nodes_prepares_a_claim_per_node(
-    kube: KubeClient, testenv: Any, run_service: Any, make_namespace: Any, short_dir: Path
+    kube: KubeClient, testenv: Any, run_service: Any, make_namespace: Any, short_dir: Path,
+    shim_identity: ServiceIdentity, driver_identity: ServiceIdentity,
 ) -> None:
     prefix = f"f{uuid.uuid4().hex[:4]}-"
     # Baseline: the same binaries for one node.
-    one, _ = await start_fleet(run_service, testenv, short_dir / "one", f"{prefix}solo-", 1)
+    one, _ = await start_fleet(run_service, testenv, short_dir / "one", f"{prefix}solo-", 1,
+                                 shim_identity, driver_identity)
     await asyncio.sleep(2)
     rss_one = rss_kib(one.pid)
     await one.stop()
 
-    shim, _ = await start_fleet(run_service, testenv, short_dir / "fleet", prefix, FLEET_NODES)
+    shim, _ = await start_fleet(run_service, testenv, short_dir / "fleet", prefix, FLEET_NODES,
+                                   shim_identity, driver_identity)
     ns = await make_namespace("fleet")
     cls = await device_class(kube, DRIVER)
     nodes = [f"{prefix}{i}" for i in range(FLEET_NODES)]

@@ -21,6 +21,7 @@ from helpers import allocate, claim, device_class, eventually, pod
 
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
+from draflow_testenv.identity import ServiceIdentity
 from kubelet_dra_shim.fleet import Fleet
 from kubelet_dra_shim.settings import ShimSettings
 
@@ -41,7 +42,8 @@ def _set_health(state_dir: Path, devices: dict[str, tuple[str, str]]) -> None:
 
 
 async def test_unhealthy_device_shows_in_allocated_resources_status_and_recovers(
-    kube: KubeClient, make_namespace: Any, short_dir: Path, run_service: Any
+    kube: KubeClient, make_namespace: Any, short_dir: Path, run_service: Any,
+    shim_identity: ServiceIdentity, driver_identity: ServiceIdentity,
 ) -> None:
     node = f"shimh-{uuid.uuid4().hex[:6]}"
     d = short_dir / node
@@ -58,6 +60,7 @@ async def test_unhealthy_device_shows_in_allocated_resources_status_and_recovers
             "--http-port", "0",
             "--nats-url", "",
         ],
+        kubeconfig=driver_identity.kubeconfig,
         name=f"reference-driver-{node}",
     )  # fmt: skip
     (short_dir / "boot_id").write_text("b\n")
@@ -69,7 +72,7 @@ async def test_unhealthy_device_shows_in_allocated_resources_status_and_recovers
         boot_id_file=str(short_dir / "boot_id"),
         registry_poll_interval=0.1,
     )
-    fleet = Fleet(settings, kube, EventRecorder(kube, "kubelet-dra-shim"))
+    fleet = Fleet(settings, shim_identity.kube, EventRecorder(shim_identity.kube, "kubelet-dra-shim"))
     await fleet.start()
     try:
         store = fleet.nodes[node].store

@@ -19,6 +19,7 @@ from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
 from draflow_runtime.errors import NotFound
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import EVENTS, NODES, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_testenv.identity import ServiceIdentity
 from kubelet_dra_shim import checkpoint
 from kubelet_dra_shim.fleet import Fleet
 from kubelet_dra_shim.settings import ShimSettings
@@ -31,7 +32,8 @@ DRIVER = "gpu.shimtest.example"
 
 @dataclass
 class Env:
-    kube: KubeClient
+    kube: KubeClient  # admin: the test's set-up and checks (and the stand-in driver)
+    shim_kube: KubeClient  # the shim's: admin, or only its RBAC (fixture shim_identity)
     root: Path
     node: str
     driver: FakeDriver
@@ -60,7 +62,8 @@ class Env:
         return ShimSettings(**values)
 
     async def start_shim(self, **overrides: Any) -> Fleet:
-        fleet = Fleet(self.settings(**overrides), self.kube, EventRecorder(self.kube, "kubelet-dra-shim"))
+        fleet = Fleet(self.settings(**overrides), self.shim_kube,
+                      EventRecorder(self.shim_kube, "kubelet-dra-shim"))
         await fleet.start()
         self.fleets.append(fleet)
         return fleet
@@ -76,13 +79,13 @@ class Env:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def env(kube: KubeClient, short_dir: Path) -> AsyncIterator[Env]:
+async def env(kube: KubeClient, short_dir: Path, shim_identity: ServiceIdentity) -> AsyncIterator[Env]:
     node = f"shim-{uuid.uuid4().hex[:6]}"
     (short_dir / "boot_id").write_text("boot-1\n")
     d = short_dir / node
     driver = FakeDriver(DRIVER, d / "plugins_registry", d / "plugins", d / "cdi", kube, health=True)
     await driver.start()
-    e = Env(kube, short_dir, node, driver)
+    e = Env(kube, shim_identity.kube, short_dir, node, driver)
     try:
         yield e
     finally:

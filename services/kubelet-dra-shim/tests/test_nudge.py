@@ -18,6 +18,7 @@ from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
 from draflow_runtime.workqueue import WorkQueue
+from draflow_testenv.identity import ServiceIdentity
 from kubelet_dra_shim import checkpoint
 from kubelet_dra_shim.claimevents import Allocated, allocated_target
 from kubelet_dra_shim.fleet import Fleet
@@ -131,7 +132,7 @@ def _settings(root: Path, node: str, **overrides: Any) -> ShimSettings:
 
 @pytest.mark.integration
 async def test_allocated_event_prepares_a_pod_the_lagging_pods_watch_has_not_shown(
-    kube: KubeClient, make_namespace: Any, short_dir: Path, nats_url: str
+    kube: KubeClient, make_namespace: Any, short_dir: Path, nats_url: str, shim_identity: ServiceIdentity
 ) -> None:
     node = f"shimg-{uuid.uuid4().hex[:6]}"
     d = short_dir / node
@@ -141,7 +142,9 @@ async def test_allocated_event_prepares_a_pod_the_lagging_pods_watch_has_not_sho
     bus = EventBus(nats_url, name="kubelet-dra-shim-nudge-test")
     await lifecycle.ensure_events_stream(bus)
     await bus.start()
-    fleet = Fleet(_settings(short_dir, node), kube, EventRecorder(kube, "kubelet-dra-shim"), bus=bus)
+    shim_kube = shim_identity.kube
+    fleet = Fleet(_settings(short_dir, node), shim_kube, EventRecorder(shim_kube, "kubelet-dra-shim"),
+                  bus=bus)
     await fleet.start()
     try:
         await fleet.pods.stop()  # the test seam: the pods watch lags (cache frozen, resumable)

@@ -19,6 +19,7 @@ from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION, setup_tracing
+from draflow_testenv.identity import ServiceIdentity
 from kubelet_dra_shim.fleet import Fleet
 from kubelet_dra_shim.settings import ShimSettings
 
@@ -40,7 +41,7 @@ def _settings(root: Path, node: str) -> ShimSettings:
 
 
 async def test_prepare_continues_the_claims_trace_into_the_driver(
-    kube: KubeClient, make_namespace: Any, short_dir: Path, otlp_receiver: Any
+    kube: KubeClient, make_namespace: Any, short_dir: Path, otlp_receiver: Any, shim_identity: ServiceIdentity
 ) -> None:
     provider = setup_tracing(
         "kubelet-dra-shim",
@@ -53,8 +54,10 @@ async def test_prepare_continues_the_claims_trace_into_the_driver(
         DRIVER, d / "plugins_registry", d / "plugins", d / "cdi", kube, tracer_provider=provider
     )
     await driver.start()
+    shim_kube = shim_identity.kube
     fleet = Fleet(
-        _settings(short_dir, node), kube, EventRecorder(kube, "kubelet-dra-shim"), tracer_provider=provider
+        _settings(short_dir, node), shim_kube, EventRecorder(shim_kube, "kubelet-dra-shim"),
+        tracer_provider=provider,
     )
     await fleet.start()
     try:
@@ -101,7 +104,7 @@ async def _running(kube: KubeClient, ns: str) -> bool:
 
 
 async def test_claim_lifecycle_events_are_published(
-    kube: KubeClient, make_namespace: Any, short_dir: Path, nats_url: str
+    kube: KubeClient, make_namespace: Any, short_dir: Path, nats_url: str, shim_identity: ServiceIdentity
 ) -> None:
     node = f"shimn-{uuid.uuid4().hex[:6]}"
     d = short_dir / node
@@ -120,7 +123,8 @@ async def test_claim_lifecycle_events_are_published(
     bus = EventBus(nats_url, name="kubelet-dra-shim-test")
     await lifecycle.ensure_events_stream(bus)
     await bus.start()
-    fleet = Fleet(_settings(short_dir, node), kube, EventRecorder(kube, "kubelet-dra-shim"), bus)
+    shim_kube = shim_identity.kube
+    fleet = Fleet(_settings(short_dir, node), shim_kube, EventRecorder(shim_kube, "kubelet-dra-shim"), bus)
     await fleet.start()
     try:
         cls = await device_class(kube, DRIVER)

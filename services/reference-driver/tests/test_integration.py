@@ -1,6 +1,7 @@
 """The driver over real gRPC unix sockets, reading claims from a real kube-apiserver.
 
-Clients are the stubs generated from our protos, i.e. what a kubelet (or kubelet-dra-shim) sends.
+Clients are the stubs generated from our protos, i.e. what a kubelet (or kubelet-dra-shim) sends. Every test
+with a driver runs twice (``driver_identity``): as the admin and with only the driver's deploy/kustomize RBAC.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.kube import DEVICE_CLASSES, RESOURCE_CLAIMS
+from draflow_testenv.identity import ServiceIdentity
 from reference_driver import cdi
 from reference_driver.fleet import Fleet
 from reference_driver.inventory import gpu_uuid
@@ -53,6 +55,13 @@ async def device_class(kube) -> AsyncIterator[str]:
     })
     yield name
     await kube.delete(DEVICE_CLASSES, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def driver_identity(make_namespace, service_identity) -> ServiceIdentity:
+    """The driver's identity: the admin, and (a second run of each test using it) only the RBAC of
+    deploy/kustomize/base/reference-driver. Test set-up keeps the admin ``kube``."""
+    return await service_identity("reference-driver", await make_namespace("rd-id"))
 
 
 class Driver:
@@ -83,7 +92,7 @@ class Driver:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def driver(kube, short_tmp) -> AsyncIterator[Driver]:
+async def driver(driver_identity, short_tmp) -> AsyncIterator[Driver]:
     inventory_file = short_tmp / "inventory.json"
     inventory_file.write_text(json.dumps({"gpuCount": 8}))
     settings = DriverSettings(
@@ -92,7 +101,7 @@ async def driver(kube, short_tmp) -> AsyncIterator[Driver]:
         cdi_root=str(short_tmp / "cdi"), state_dir=str(short_tmp / "state"),
         inventory_file=str(inventory_file), poll_interval=0.05, health_resend_interval=30, http_port=0,
     )
-    fleet = Fleet(settings, kube)
+    fleet = Fleet(settings, driver_identity.kube)
     await fleet.start()
     drv = Driver(fleet, short_tmp)
     yield drv
@@ -253,7 +262,8 @@ async def test_unprepare_removes_the_cdi_file_and_unknown_claims_succeed(driver,
     assert beta.claims[uid].error == ""
 
 
-async def test_prepared_claims_survive_a_driver_restart(kube, make_namespace, device_class, short_tmp):
+async def test_prepared_claims_survive_a_driver_restart(kube, make_namespace, device_class, short_tmp,
+                                                        driver_identity):
     settings = DriverSettings(
         node_name="rd-restart", registry_dir=str(short_tmp / "reg"), plugins_dir=str(short_tmp / "pl"),
         cdi_root=str(short_tmp / "cdi"), state_dir=str(short_tmp / "st"), http_port=0,
@@ -261,13 +271,13 @@ async def test_prepared_claims_survive_a_driver_restart(kube, make_namespace, de
     ns = await make_namespace("rd")
     claim = await allocated_claim(kube, ns, device_class, "rd-restart", device="gpu-0")
     request = dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(claim)])
-    fleet = Fleet(settings, kube)
+    fleet = Fleet(settings, driver_identity.kube)
     await fleet.start()
     first = Driver(fleet, short_tmp)
     before = await first.v1().NodePrepareResources(request)
     await first.close()
 
-    fleet = Fleet(settings, kube)  # a new process would do the same: load the checkpoint
+    fleet = Fleet(settings, driver_identity.kube)  # a new process would do the same: load the checkpoint
     await fleet.start()
     second = Driver(fleet, short_tmp)
     try:
@@ -344,12 +354,13 @@ async def test_unhealthy_devices_are_tainted_in_the_inventory(driver):
 
 
 async def test_fleet_mode_answers_on_every_nodes_socket(run_service, kube, make_namespace, device_class,
-                                                        short_tmp):
+                                                        short_tmp, driver_identity):
     nodes = [f"fl-{i}" for i in range(50)]
     proc = await run_service(
         [ENTRY_POINT, "--nodes", "fl-0..fl-49", "--fleet-root", str(short_tmp), "--http-port", "0",
          "--log-format", "json"],
-        env={"OTEL_TRACES_EXPORTER": "none"}, name="reference-driver-fleet",
+        env={"OTEL_TRACES_EXPORTER": "none"}, kubeconfig=driver_identity.kubeconfig,
+        name="reference-driver-fleet",
     )
     reg_sockets = [short_tmp / n / "plugins_registry" / f"{DRIVER}-reg.sock" for n in nodes]
     for _ in range(200):
@@ -385,14 +396,14 @@ async def test_fleet_mode_answers_on_every_nodes_socket(run_service, kube, make_
     assert not any(p.exists() for p in reg_sockets)  # sockets removed on shutdown
 
 
-async def test_rpc_spans_continue_the_callers_trace(run_service, otlp_receiver, short_tmp):
+async def test_rpc_spans_continue_the_callers_trace(run_service, otlp_receiver, short_tmp, driver_identity):
     proc = await run_service(
         [ENTRY_POINT, "--node-name", "rd-traced", "--registry-dir", str(short_tmp / "reg"),
          "--plugins-dir", str(short_tmp / "pl"), "--cdi-root", str(short_tmp / "cdi"),
          "--state-dir", str(short_tmp / "st"), "--http-port", "0"],
         env={"OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{otlp_receiver.endpoint}",
              "OTEL_BSP_SCHEDULE_DELAY": "100"},
-        name="reference-driver-traced",
+        kubeconfig=driver_identity.kubeconfig, name="reference-driver-traced",
     )
     dra_sock = short_tmp / "pl" / DRIVER / "dra.sock"
     for _ in range(200):

@@ -86,12 +86,22 @@ class AdminClient:
                           {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}})
 
     async def token(
-        self, namespace: str, name: str, audiences: list[str] | None = None, expiration: int = 86400
+        self, namespace: str, name: str, audiences: list[str] | None = None, expiration: int = 86400,
+        *, bound_pod: dict[str, Any] | None = None,
     ) -> str:
-        """A bound ServiceAccount token from the TokenRequest API."""
+        """A bound ServiceAccount token from the TokenRequest API.
+
+        ``bound_pod`` (a Pod object of that ServiceAccount) binds the token to the pod, as the kubelet's
+        projected token is: valid only while the pod exists, and for a pod with ``spec.nodeName`` the API
+        server adds the user extras ``authentication.kubernetes.io/node-name`` and ``node-uid``.
+        """
         spec: dict[str, Any] = {"expirationSeconds": expiration}
         if audiences:
             spec["audiences"] = audiences
+        if bound_pod is not None:
+            meta = bound_pod["metadata"]
+            spec["boundObjectRef"] = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"],
+                                      "uid": meta["uid"]}
         tr = await self.request(
             "POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec},

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import aiohttp
 
@@ -284,19 +285,22 @@ class Environment:
         return rev
 
     async def serviceaccount_kubeconfig(
-        self, namespace: str, name: str, audiences: list[str] | None = None
+        self, namespace: str, name: str, audiences: list[str] | None = None, *,
+        bound_pod: dict[str, Any] | None = None,
     ) -> Path:
         """A kubeconfig authenticating as ``system:serviceaccount:<namespace>:<name>``.
 
         Creates the namespace and ServiceAccount if missing; the token is a real bound token (24h) from
-        the TokenRequest API, audiences defaulting to the API server's. Idempotent.
+        the TokenRequest API, audiences defaulting to the API server's. Idempotent. ``bound_pod`` binds
+        the token to that pod (see ``AdminClient.token``): a pod on a node gives a node-bound identity.
         """
         await self.admin.ensure_service_account(namespace, name)
-        token = await self.admin.token(namespace, name, audiences)
+        token = await self.admin.token(namespace, name, audiences, bound_pod=bound_pod)
         assert self._ca is not None
         data = pki.kubeconfig(self.apiserver_url, self._ca.cert_pem, user=f"{namespace}-{name}",
                               token=token, namespace=namespace)
-        return pki.write_private(self.state_dir / "kubeconfigs" / f"sa-{namespace}-{name}.yaml", data)
+        tag = f"-{bound_pod['metadata']['name']}" if bound_pod is not None else ""
+        return pki.write_private(self.state_dir / "kubeconfigs" / f"sa-{namespace}-{name}{tag}.yaml", data)
 
     def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A client-certificate kubeconfig for any user and groups (``system:masters`` = admin)."""

@@ -3,8 +3,10 @@
 Session scoped: ``testenv`` (the running ``Environment``, started on first use, so unit-only runs start no
 server), ``kube`` (admin ``draflow_runtime.kube.KubeClient``), ``nats_url``, ``otlp_receiver`` (a real
 OTLP/gRPC receiver in this process). Function scoped: ``make_namespace`` (``await make_namespace()`` -> a
-fresh namespace with its ``default`` ServiceAccount, purged after the test) and ``run_service``
-(``await run_service(argv, env=..., kubeconfig=...)`` -> a process handle, stopped after the test).
+fresh namespace with its ``default`` ServiceAccount, purged after the test), ``run_service``
+(``await run_service(argv, env=..., kubeconfig=...)`` -> a process handle, stopped after the test) and
+``service_identity`` (runs a test twice: as the admin and under the RBAC ``deploy/kustomize`` grants a
+service).
 
 On a failure the report names the environment's logs directory. ``DRAFLOW_TESTENV_STATE_DIR`` pins the state
 directory (default: a temporary one whose ``logs/`` is kept).
@@ -25,6 +27,7 @@ import pytest_asyncio
 
 if TYPE_CHECKING:
     from draflow_testenv.environment import Environment
+    from draflow_testenv.identity import ServiceIdentity
     from draflow_testenv.otlp import OtlpReceiver
     from draflow_testenv.process import ManagedProcess
 
@@ -117,6 +120,36 @@ async def run_service(testenv: Environment) -> AsyncIterator[Callable[..., Await
     yield _run
     for proc in reversed(started):
         await proc.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["admin", "rbac"])
+async def service_identity(
+    request: pytest.FixtureRequest, testenv: Environment, kube: Any,
+) -> AsyncIterator[Callable[..., Awaitable[ServiceIdentity]]]:
+    """Factory: ``who = await service_identity("claim-controller", namespace, node=None)``; give the service
+    under test ``who.kube`` (in process) or ``who.kubeconfig`` (``run_service(..., kubeconfig=...)``).
+
+    Parametrized, so every test using it runs twice: ``[admin]`` hands out the admin client (a failure
+    there is the service's logic), ``[rbac]`` installs the identity ``deploy/kustomize`` grants the service
+    (``draflow_testenv.identity``) and hands out a client with only its ServiceAccount token (a failure
+    only there is its RBAC). Test set-up and assertions keep using the admin ``kube``.
+    """
+    from draflow_testenv.identity import IDENTITIES, ServiceIdentity, install_identity, uninstall_identity
+
+    installed: list[ServiceIdentity] = []
+
+    async def _identity(name: str, namespace: str, *, node: str | None = None) -> ServiceIdentity:
+        if name not in IDENTITIES:
+            raise KeyError(f"unknown identity {name!r}; known: {sorted(IDENTITIES)}")
+        if request.param == "admin":
+            return ServiceIdentity(name, namespace, "", testenv.kubeconfig, kube, node)
+        identity = await install_identity(testenv, kube, name, namespace, node=node)
+        installed.append(identity)
+        return identity
+
+    yield _identity
+    for identity in reversed(installed):
+        await uninstall_identity(kube, identity)
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -14,6 +14,7 @@ from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from claim_controller.settings import Settings
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import EVENTS, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_testenv.identity import ServiceIdentity
 from draflow_testenv.wait import eventually
 
 DRIVER = "gpu.claim-controller-test.draflow.dev"
@@ -76,8 +77,9 @@ def allocation(node: str, device: str = "gpu-0") -> dict[str, Any]:
 
 @dataclass
 class Kit:
-    kube: KubeClient
+    kube: KubeClient  # admin: the test's own set-up and checks
     namespace: str
+    identity: ServiceIdentity  # the controller's: admin, or exactly its RBAC (fixture service_identity)
     controllers: list[tuple[Controller, asyncio.Task[None]]] = field(default_factory=list)
 
     # -- the controller under test
@@ -87,7 +89,7 @@ class Kit:
                                **overrides: Any) -> Controller:
         settings = Settings(http_port=0, nats_url="", workers=4, allocator_timeout=1.0,
                             allocation_recheck=2.0, **overrides)
-        controller = Controller(settings, self.kube, bus=bus, requester=requester,
+        controller = Controller(settings, self.identity.kube, bus=bus, requester=requester,
                                 namespace=self.namespace, hooks=hooks, tracer_provider=tracer_provider)
         task = asyncio.create_task(controller.run(), name="claim-controller-under-test")
         self.controllers.append((controller, task))

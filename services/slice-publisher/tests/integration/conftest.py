@@ -1,5 +1,10 @@
 """Helpers for slice-publisher integration tests: a real reference-driver process per node, the publisher
-running in this test's event loop (so tests read its per-process counters), and API polling."""
+running in this test's event loop (so tests read its per-process counters), and API polling.
+
+Every test using ``harness`` runs twice (fixture ``service_identity``): as the admin, and with the publisher
+holding only its deploy/kustomize identity (RBAC plus the own-node admission policy, token bound to a pod
+on the test's node) and the driver only its own.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import pytest
 import pytest_asyncio
 
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_testenv.identity import ServiceIdentity
 from slice_publisher.drivers import get_info
 from slice_publisher.fleet import Publisher
 from slice_publisher.settings import PublisherSettings
@@ -58,9 +64,11 @@ class NodeDirs:
 
 @dataclass
 class Harness:
-    kube: KubeClient
+    kube: KubeClient  # admin: the test's own set-up and checks
     run_service: Callable[..., Awaitable[Any]]
     dirs: NodeDirs
+    publisher_identity: ServiceIdentity
+    driver_identity: ServiceIdentity
     publishers: list[tuple[Publisher, asyncio.Task[None]]] = field(default_factory=list)
 
     async def start_driver(self, *extra: str) -> Any:
@@ -88,6 +96,7 @@ class Harness:
                 "",
                 *extra,
             ],
+            kubeconfig=self.driver_identity.kubeconfig,
             name=f"reference-driver-{d.node}",
         )
         sock = d.registry / f"{DRIVER}-reg.sock"
@@ -106,7 +115,7 @@ class Harness:
             nats_url="",
             **overrides,
         )
-        pub = Publisher(self.kube, settings, bus=bus, tracer_provider=tracer_provider)
+        pub = Publisher(self.publisher_identity.kube, settings, bus=bus, tracer_provider=tracer_provider)
         task = asyncio.create_task(pub.run())
         self.publishers.append((pub, task))
         return pub
@@ -140,18 +149,24 @@ async def settled(pub: Publisher, driver_seen: bool = True) -> bool:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def harness(
-    kube: KubeClient, run_service: Any, tmp_path_factory: pytest.TempPathFactory
+    kube: KubeClient, run_service: Any, tmp_path_factory: pytest.TempPathFactory,
+    make_namespace: Callable[..., Awaitable[str]],
+    service_identity: Callable[..., Awaitable[ServiceIdentity]],
 ) -> AsyncIterator[Harness]:
     node = f"sp-{uuid.uuid4().hex[:8]}"
     # Unix socket paths are limited to 108 bytes: keep the root short.
     root = Path(tmp_path_factory.mktemp("sp", numbered=True))
-    h = Harness(kube, run_service, NodeDirs(node, root))
-    h.dirs.set_gpus(8)
+    namespace = await make_namespace("sp")
     await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}})
+    publishers: list[tuple[Publisher, asyncio.Task[None]]] = []
     try:
+        h = Harness(kube, run_service, NodeDirs(node, root),
+                    await service_identity("slice-publisher", namespace, node=node),
+                    await service_identity("reference-driver", namespace), publishers)
+        h.dirs.set_gpus(8)
         yield h
     finally:
-        for _pub, task in h.publishers:
+        for _pub, task in publishers:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task

@@ -17,9 +17,12 @@ from draflow_runtime.kube import KubeClient
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def kit(kube: KubeClient, make_namespace: Callable[..., Any]) -> AsyncIterator[Kit]:
-    """A fresh namespace, unique scheduler/driver/class names, cleanup of cluster-scoped objects."""
-    kit = Kit(kube, await make_namespace("sa"))
+async def kit(kube: KubeClient, make_namespace: Callable[..., Any],
+              service_identity: Callable[..., Any]) -> AsyncIterator[Kit]:
+    """A fresh namespace, unique scheduler/driver/class names, cleanup of cluster-scoped objects; the
+    allocator runs as the admin and (a second run of each test) with only its own RBAC."""
+    namespace = await make_namespace("sa")
+    kit = Kit(kube, namespace, await service_identity("structured-allocator", namespace))
     try:
         yield kit
     finally:

@@ -26,6 +26,7 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
+from draflow_testenv.identity import ServiceIdentity
 from draflow_testenv.wait import eventually
 from structured_allocator.binder import Hooks
 from structured_allocator.explain_http import ExplanationStore
@@ -42,8 +43,9 @@ def devices_of(claim: dict[str, Any]) -> list[str]:
 
 @dataclass
 class Kit:
-    kube: KubeClient
+    kube: KubeClient  # admin: the test's own set-up and checks
     namespace: str
+    identity: ServiceIdentity  # the allocator's: admin, or exactly its RBAC (fixture service_identity)
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:6])
     schedulers: list[tuple[Scheduler, asyncio.Task[None]]] = field(default_factory=list)
     cluster_objects: list[tuple[Any, str]] = field(default_factory=list)
@@ -65,7 +67,7 @@ class Kit:
     async def start(self, *, hooks: Hooks | None = None, bus: Any = None,
                     explanations: ExplanationStore | None = None, **overrides: Any) -> Scheduler:
         settings = Settings(http_port=0, nats_url="", scheduler_names=self.scheduler_name, **overrides)
-        sched = Scheduler(settings, self.kube, namespace=self.namespace, hooks=hooks, bus=bus,
+        sched = Scheduler(settings, self.identity.kube, namespace=self.namespace, hooks=hooks, bus=bus,
                           explanations=explanations)
         task = asyncio.create_task(sched.run(), name="allocator-under-test")
         self.schedulers.append((sched, task))
