@@ -12,8 +12,9 @@ What runs here, in order of cost:
 - Each service's RBAC applied for real (renamed into a test namespace), then SubjectAccessReviews: what its
   README and code use is allowed, unrelated verbs are denied. (Each service's own integration tests also
   run under its identity: the ``service_identity`` fixture, ``draflow_testenv.identity``.)
-- ``tilt ci -- --local`` (when Tilt is in the binary cache): the Tiltfile's local mode brings up its own
-  draflow-testenv and all five services as processes, and every readiness probe passes.
+- ``tilt ci -- --local``: the Tiltfile's local mode brings up its own draflow-testenv and all five services
+  as processes, every readiness probe passes, and its ``demo`` resource gets every demo pod that fits to
+  Running.
 - The five services as processes, each with the token of its own ServiceAccount and exactly the RBAC of
   the sim overlay (applied for real into a test namespace): a pod with a ResourceClaimTemplate is given
   a claim, a device and a node, is prepared (CDI spec written) and reaches Running on a simulated node.
@@ -631,20 +632,23 @@ async def test_service_account_gets_exactly_what_the_service_needs(
 
 @pytest.mark.timeout(900)
 async def test_tilt_ci_local_brings_every_service_up(tmp_path: Path) -> None:
-    """The Tiltfile's local mode end to end: its own draflow-testenv, the five services, all ready."""
+    """The Tiltfile's local mode end to end: its own draflow-testenv, the five services, all ready, and the
+    demo workload Running (all its pods but the one that cannot fit)."""
     tilt = await ensure_binary("tilt")  # `make test` builds it up front (hack/binaries.sh); this only checks
     fleet = Path(tempfile.mkdtemp(prefix="dtf-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
     ports = [free_port() for _ in range(2)]
     try:
         out = await run_ok(
             [str(tilt), "ci", "--port", str(ports[0]), "--timeout", "10m", "--",
-             "--local", "--nodes", "2", "--state-dir", str(tmp_path / "testenv"),
+             "--local", "--nodes", "4", "--state-dir", str(tmp_path / "testenv"),
              "--fleet-root", str(fleet), "--port-base", str(ports[1])],
             cwd=REPO, env={**os.environ, "TILT_DISABLE_ANALYTICS": "1"},
         )
     finally:
         shutil.rmtree(fleet, ignore_errors=True)
     assert "SUCCESS. All workloads are healthy." in out
+    running = re.search(r"(\d+)/(\d+) runnable pods Running", out)
+    assert running and running[1] == running[2] != "0", out[-3000:]
 
 
 def free_port() -> int:
@@ -715,15 +719,13 @@ async def test_every_service_under_its_own_service_account_runs_a_pod_with_a_cla
                 argv, env={env_prefix(service) + "NATS_URL": testenv.nats_url},
                 kubeconfig=await testenv.serviceaccount_kubeconfig(ns, sa), name=f"{service}-{suffix}",
             ))
-        # No kube-controller-manager runs here: do its node lifecycle controller's one job for the simulated
-        # Node (TaintNodesByCondition admission taints every new Node not-ready until that controller sees
-        # it Ready). On a real cluster the controller does this.
+        # The simulated kubelet registers the Node and reports it Ready (the test API server runs without the
+        # TaintNodesByCondition admission, as no node lifecycle controller would lift its not-ready taint).
         for _ in range(120):
             with contextlib.suppress(NotFound):
                 if (await kube.get(NODES, node)).get("status", {}).get("conditions"):
                     break
             await asyncio.sleep(0.5)
-        await kube.patch(NODES, node, {"spec": {"taints": None}})
         await kube.create(RESOURCE_CLAIM_TEMPLATES, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": "one-gpu"},

@@ -3,6 +3,10 @@
     draflow-testenv up [--state-dir DIR] [--nodes N] [--gpus G] [--env-only]
                                                        # start; print addresses; Ctrl-C / SIGTERM stops
     draflow-testenv down [--state-dir DIR]             # stop a running `up` (recorded PIDs), remove state
+    draflow-testenv demo [--state-dir DIR] [--timeout S]
+                                                       # apply deploy/demo to a running `up` (with services
+                                                       # started elsewhere, e.g. by Tilt); exit 0 once every
+                                                       # pod that fits is Running
 
 ``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown:
 unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo).
@@ -114,6 +118,30 @@ def _down(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_env_file(path: Path) -> dict[str, str]:
+    """The ``export K=V`` lines of an ``env.sh`` written by ``Environment.write_env_file``."""
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, _, value = line.removeprefix("export ").partition("=")
+            out[key] = value
+    return out
+
+
+async def _demo(args: argparse.Namespace) -> int:
+    from draflow_runtime.kube import KubeClient
+    from draflow_testenv import flow
+
+    env_file = _state_dir(args) / "env.sh"
+    if not env_file.is_file():
+        _print(f"{env_file} not found: is `draflow-testenv up --state-dir {_state_dir(args)}` running?")
+        return 1
+    values = read_env_file(env_file)
+    async with await KubeClient.from_kubeconfig(values["KUBECONFIG"]) as kube:
+        running, expected = await flow.run_demo(kube, values["NATS_URL"], args.timeout)
+    return 0 if running >= expected else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="draflow-testenv", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,9 +152,14 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--env-only", action="store_true", help="only the servers: no services, no demo")
     down = sub.add_parser("down", help="stop a running `up` and remove its state")
     down.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
+    demo = sub.add_parser("demo", help="apply the demo workload to a running `up`, wait until it runs")
+    demo.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
+    demo.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the pods")
     args = parser.parse_args(argv)
     if args.command == "down":
         return _down(args)
+    if args.command == "demo":
+        return asyncio.run(_demo(args))
     state = _state_dir(args)
     if _owner_alive(state):
         _print(f"an environment is already running from {state}; run `draflow-testenv down` first")

@@ -25,7 +25,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,33 +228,47 @@ def _claim_names(pod: Mapping[str, Any]) -> list[str]:
     return out
 
 
+async def run_demo(
+    kube: KubeClient, nats_url: str, timeout: float = 300.0,  # noqa: ASYNC109 - the whole wait
+    check: Callable[[], None] | None = None,
+) -> tuple[int, int]:
+    """Apply deploy/demo and wait, printing progress, until every pod that can fit is Running (all but
+    ``too-big``) or ``timeout``; ``check`` runs each second (raise to give up). -> (running, expected)."""
+    objects = demo_objects()
+    expected = sum(1 for o in objects if o["kind"] == "Pod") - 1  # all but the pod that cannot fit
+    t0 = time.monotonic()
+    await apply_demo(kube, objects)
+    _print(f"  applied deploy/demo ({len(objects)} objects) in namespace {DEMO_NAMESPACE}")
+    last: tuple[int, ...] = ()
+    while True:
+        counts = await progress(kube, nats_url)
+        if counts != last:
+            total, pending, allocated, prepared, running = counts
+            _print(f"  [{time.monotonic() - t0:5.1f}s] pods {total}: pending {pending}, allocated "
+                   f"{allocated}, prepared {prepared}, running {running}")
+            last = counts
+        if counts[4] >= expected:
+            break
+        if time.monotonic() - t0 > timeout:
+            _print(f"  not every pod is Running after {timeout:.0f}s")
+            break
+        if check is not None:
+            check()
+        await asyncio.sleep(1)
+    _print(f"  {counts[4]}/{expected} runnable pods Running in {time.monotonic() - t0:.1f}s")
+    return counts[4], expected
+
+
 @contextlib.asynccontextmanager
 async def demo_step(env: Environment, args: argparse.Namespace) -> AsyncIterator[object]:
     kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
     try:
-        objects = demo_objects()
-        expected = sum(1 for o in objects if o["kind"] == "Pod") - 1  # all but the pod that cannot fit
-        t0 = time.monotonic()
-        await apply_demo(kube, objects)
-        _print(f"  applied deploy/demo ({len(objects)} objects) in namespace {DEMO_NAMESPACE}")
-        last: tuple[int, ...] = ()
-        timeout = float(getattr(args, "demo_timeout", 300.0))
-        while True:
-            counts = await progress(kube, env.nats_url)
-            if counts != last:
-                total, pending, allocated, prepared, running = counts
-                _print(f"  [{time.monotonic() - t0:5.1f}s] pods {total}: pending {pending}, allocated "
-                       f"{allocated}, prepared {prepared}, running {running}")
-                last = counts
-            if counts[4] >= expected:
-                break
-            if time.monotonic() - t0 > timeout:
-                _print(f"  not every pod is Running after {timeout:.0f}s; see {env.logs_dir}")
-                break
-            _check_alive(getattr(args, "service_processes", []))
-            await asyncio.sleep(1)
-        elapsed = time.monotonic() - t0
-        _print(f"  {counts[4]}/{expected} runnable pods Running in {elapsed:.1f}s\n")
+        procs = getattr(args, "service_processes", [])
+        running, expected = await run_demo(kube, env.nats_url, float(getattr(args, "demo_timeout", 300.0)),
+                                           check=lambda: _check_alive(procs))
+        if running < expected:
+            _print(f"  see the logs in {env.logs_dir}")
+        _print("")
         _print(await summary(env, kube, getattr(args, "allocator_url", "")))
     finally:
         await kube.close()

@@ -169,8 +169,9 @@ class DriverConnection:
             finally:
                 if health is not None:
                     health.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await health
+                    # gather, not `suppress(CancelledError): await health`: that would also swallow a
+                    # cancellation of this task arriving meanwhile, and the connection would never stop.
+                    await asyncio.gather(health, return_exceptions=True)
         return delivered
 
     async def _health(self, channel: grpc.aio.Channel, driver: str) -> None:

@@ -18,7 +18,7 @@ from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from slice_publisher.drivers import RegistryWatcher, single_node_dirs
+from slice_publisher.drivers import DriverConnection, RegistryWatcher, single_node_dirs
 
 NODE = "node-a"
 
@@ -109,6 +109,7 @@ class FakeDriver(
 class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
+        self.reasons: list[str] = []
         self.changed = asyncio.Event()
 
     def _add(self, kind: str, value: Any) -> None:
@@ -119,6 +120,7 @@ class Recorder:
         self._add("inventory", (driver, [len(p.devices) for p in pools]))
 
     def on_unavailable(self, node: str, driver: str, reason: str) -> None:
+        self.reasons.append(reason)
         self._add("unavailable", driver)
 
     def on_unimplemented(self, node: str, driver: str) -> None:
@@ -179,9 +181,10 @@ async def test_a_stopped_driver_is_reported_at_once_and_found_again(watched: tup
     drv = FakeDriver(root, "gpu.example.com")
     await drv.start()
     await rec.wait_for("inventory", ("gpu.example.com", [2]))
-    stopped = time.monotonic()
     await drv.stop()
-    assert await rec.wait_for("unavailable", "gpu.example.com") - stopped < 1.0
+    await rec.wait_for("unavailable", "gpu.example.com")
+    # At once: the end of the inventory stream says so, no poll or GetInfo timeout is waited for.
+    assert rec.reasons[0].startswith("inventory stream"), rec.reasons
     rec.events.clear()
     drv2 = FakeDriver(root, "gpu.example.com")
     await drv2.start()
@@ -215,3 +218,33 @@ async def test_removed_registration_socket_reports_the_driver_gone(watched: tupl
         await rec.wait_for("unavailable", "gpu.example.com")
     finally:
         await drv.stop()
+
+
+async def test_a_connection_cancelled_while_its_health_stream_winds_down_stops(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Regression: the cancellation of a connection that arrived while it waited for its health task to
+    finish was swallowed, so the connection kept reconnecting and its watcher never stopped."""
+    root = tmp_path_factory.mktemp("drv")
+    winding_down = asyncio.Event()
+
+    async def slow_to_stop_health(self: DriverConnection, channel: Any, driver: str) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            winding_down.set()
+            await asyncio.sleep(0.5)
+            raise
+
+    monkeypatch.setattr(DriverConnection, "_health", slow_to_stop_health)
+    drv = FakeDriver(root, "gpu.example.com")
+    await drv.start()
+    rec = Recorder()
+    conn = DriverConnection(NODE, str(drv.reg), rec, timeout=2.0, max_backoff=0.2, want_health=True)
+    task = asyncio.create_task(conn.run())
+    await rec.wait_for("inventory", ("gpu.example.com", [2]))
+    await drv.stop()  # the inventory stream ends; the connection cancels its health task and waits
+    await asyncio.wait_for(winding_down.wait(), 5)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=10)
+    assert done == {task} and task.cancelled()
