@@ -14,7 +14,8 @@ What runs here, in order of cost:
   run under its identity: the ``service_identity`` fixture, ``draflow_testenv.identity``.)
 - ``tilt ci -- --local``: the Tiltfile's local mode brings up its own draflow-testenv and all five services
   as processes, every readiness probe passes, and its ``demo`` resource gets every demo pod that fits to
-  Running.
+  Running. Cluster mode is evaluated (``tilt alpha tiltfile-result``, no cluster contacted): image builds,
+  live update, the dev overlay's workloads, port forwards.
 - The five services as processes, each with the token of its own ServiceAccount and exactly the RBAC of
   the sim overlay (applied for real into a test namespace): a pod with a ResourceClaimTemplate is given
   a claim, a device and a node, is prepared (CDI spec written) and reaches Running on a simulated node.
@@ -649,6 +650,69 @@ async def test_tilt_ci_local_brings_every_service_up(tmp_path: Path) -> None:
     assert "SUCCESS. All workloads are healthy." in out
     running = re.search(r"(\d+)/(\d+) runnable pods Running", out)
     assert running and running[1] == running[2] != "0", out[-3000:]
+
+
+def pruned(value: Any) -> Any:
+    """``value`` without empty maps, lists and nulls, at any depth."""
+    if isinstance(value, dict):
+        out = {k: pruned(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v not in (None, {}, [])}
+    if isinstance(value, list):
+        return [pruned(v) for v in value]
+    return value
+
+
+async def test_tilt_cluster_mode_builds_deploys_forwards_and_live_updates_every_service(
+    built: dict[str, list[dict[str, Any]]], tmp_path: Path,
+) -> None:
+    """Cluster mode as Tilt evaluates it (``tilt alpha tiltfile-result``: the Tiltfile run, nothing built or
+    applied; the kube context is named like a local kind cluster and never contacted). Needs no network:
+    the live update restarts a service by SIGHUP (draflow_runtime.service), not by a Tilt extension."""
+    tilt = await ensure_binary("tilt")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kind-draflow",
+        "clusters": [{"name": "kind-draflow", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "kind-draflow", "context": {"cluster": "kind-draflow", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "unused"}}],
+    }))
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "TILT_DISABLE_ANALYTICS": "1",
+           "DRAFLOW_BIN_KUSTOMIZE": str(await ensure_binary("kustomize"))}
+    result = yaml.safe_load(await run_ok([str(tilt), "alpha", "tiltfile-result"], cwd=REPO, env=env))
+    assert not result.get("Error"), result["Error"]
+    manifests = {m["Name"]: m for m in result["Manifests"]}
+    assert set(SERVICES) | {"nats", "jaeger"} <= set(manifests)
+    python = re.search(r"ARG PYTHON_VERSION=(\S+)", DOCKERFILE.read_text())
+    assert python is not None
+    site_packages = f"/app/.venv/lib/python{python[1]}/site-packages"
+    dev = {(o["kind"], o["metadata"]["name"]): o for o in built["dev"]}
+    for service in SERVICES:
+        (image,) = manifests[service]["ImageTargets"]
+        assert image["selector"] == f"draflow-{service}"
+        assert image["BuildDetails"]["dockerfileContents"] == DOCKERFILE.read_text()
+        live = image["LiveUpdateSpec"]
+        package = service.replace("-", "_")
+        synced = {(s["localPath"], s["containerPath"]) for s in live["syncs"]}
+        assert synced == {
+            (f"services/{service}/src/{package}", f"{site_packages}/{package}"),
+            ("libs/draflow-runtime/src/draflow_runtime", f"{site_packages}/draflow_runtime"),
+            ("libs/draflow-protos/src/draflow_protos", f"{site_packages}/draflow_protos"),
+        }
+        assert [e["args"] for e in live["execs"]] == [["sh", "-c", "kill -HUP 1"]]
+        assert {"uv.lock", "pyproject.toml", f"services/{service}/pyproject.toml"} <= set(live["stopPaths"])
+        # What Tilt deploys for it is the dev overlay's workload, with the image Tilt builds.
+        deploy = manifests[service]["DeployTarget"]
+        (workload,) = [o for o in yaml.safe_load_all(deploy["yaml"])
+                       if o["kind"] in ("Deployment", "DaemonSet")]
+        assert pruned(workload) == pruned(dev[(workload["kind"], service)])  # Tilt adds empty fields
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == f"draflow-{service}" and container["command"][0] == service
+        (forward,) = deploy["portForwardTemplateSpec"]["forwards"]
+        assert forward["containerPort"] == next(p["containerPort"] for p in container["ports"]
+                                                if p["name"] == "http")
+    forwards = {m: [f["localPort"] for f in manifests[m]["DeployTarget"]["portForwardTemplateSpec"][
+        "forwards"]] for m in ("nats", "jaeger")}
+    assert forwards == {"nats": [4222, 8222], "jaeger": [16686]}
 
 
 def free_port() -> int:

@@ -1,4 +1,5 @@
-"""run(): signals stop a service cleanly with exit code 0; a crash exits non-zero with a log line."""
+"""run(): signals stop a service cleanly with exit code 0; a crash exits non-zero with a log line; SIGHUP
+restarts it in place with the code as it is on disk now."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import asyncio
 import signal
 import sys
 import textwrap
+from pathlib import Path
 
 PROGRAM = textwrap.dedent(
     """
-    import asyncio, sys
+    import asyncio, os, sys
     from draflow_runtime.log import configure_logging
     from draflow_runtime.service import run
 
@@ -18,6 +20,10 @@ PROGRAM = textwrap.dedent(
     async def main():
         if sys.argv[1] == "crash":
             raise RuntimeError("boom")
+        if sys.argv[1] == "reload":
+            sys.path.insert(0, sys.argv[2])
+            import reloadme
+            print("version", os.getpid(), reloadme.VERSION, flush=True)
         try:
             print("ready", flush=True)
             await asyncio.Event().wait()
@@ -29,9 +35,10 @@ PROGRAM = textwrap.dedent(
 )
 
 
-async def start(mode: str) -> asyncio.subprocess.Process:
+async def start(mode: str, *args: str) -> asyncio.subprocess.Process:
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-c", PROGRAM, mode, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+        sys.executable, "-c", PROGRAM, mode, *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
 
 
@@ -65,3 +72,25 @@ async def test_crash_exits_non_zero_with_a_clear_log_line() -> None:
     assert proc.returncode == 1
     assert '"event": "service crashed"' in err
     assert "RuntimeError: boom" in err
+
+
+async def test_sighup_shuts_down_cleanly_and_runs_again_with_the_new_code(tmp_path: Path) -> None:
+    module = tmp_path / "reloadme.py"
+    module.write_text("VERSION = 1\n")
+    proc = await start("reload", str(tmp_path))
+    assert proc.stdout is not None
+    first = (await proc.stdout.readline()).split()
+    assert first[0] == b"version" and first[2] == b"1"
+    assert (await proc.stdout.readline()).strip() == b"ready"
+
+    module.write_text("VERSION = 2\n")  # what Tilt's live update syncs, before it sends SIGHUP
+    proc.send_signal(signal.SIGHUP)
+    assert (await proc.stdout.readline()).strip() == b"cleaned up"
+    second = (await proc.stdout.readline()).split()
+    assert second == [b"version", first[1], b"2"], "same process (PID), new code"
+    assert (await proc.stdout.readline()).strip() == b"ready"
+
+    proc.send_signal(signal.SIGTERM)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0 and b"cleaned up" in out
+    assert b"restarting in place" in err

@@ -9,6 +9,10 @@ SIGINT/SIGTERM cancel the main task, so ``finally`` blocks and ``async with`` ex
 release the lease, drain NATS, flush spans). Exit codes: 0 when main returns or a signal stopped it; 1 with
 an ``service crashed`` error line (and traceback) when main raised; a second signal during shutdown exits
 at once with 128+signal.
+
+SIGHUP restarts the service in place: the same clean shutdown, then the process re-executes itself with
+the same interpreter and arguments (same PID, so a container's PID 1 survives it) and so loads the Python
+files as they are now. Tilt's live update in cluster mode syncs changed sources and sends it.
 """
 
 from __future__ import annotations
@@ -26,11 +30,14 @@ __all__ = ["run", "supervise"]
 
 log = get_logger(__name__)
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+RESTART_EXIT = -1
+"""What :func:`supervise` returns after SIGHUP: :func:`run` re-executes the process."""
 
 
 async def supervise(main: Callable[[], Awaitable[None]]) -> int:
-    """Run ``main()`` as a task with signal handlers installed; return the process exit code."""
+    """Run ``main()`` as a task with signal handlers installed; return the process exit code, or
+    ``RESTART_EXIT`` when SIGHUP stopped it."""
     loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(main())
     received: list[signal.Signals] = []
@@ -56,10 +63,18 @@ async def supervise(main: Callable[[], Awaitable[None]]) -> int:
     finally:
         for sig in _SIGNALS:
             loop.remove_signal_handler(sig)
+    if received == [signal.SIGHUP]:
+        log.info("stopped, restarting in place", signal="SIGHUP")
+        return RESTART_EXIT
     log.info("stopped", signal=received[0].name if received else None)
     return 0
 
 
 def run(main: Callable[[], Awaitable[None]]) -> NoReturn:
-    """``asyncio.run`` the service and exit the process with :func:`supervise`'s code."""
-    sys.exit(asyncio.run(supervise(main)))
+    """``asyncio.run`` the service and exit the process with :func:`supervise`'s code (SIGHUP: re-exec)."""
+    code = asyncio.run(supervise(main))
+    if code == RESTART_EXIT:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execv(sys.executable, sys.orig_argv)
+    sys.exit(code)
