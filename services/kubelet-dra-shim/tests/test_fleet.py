@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import sys
 import uuid
 from pathlib import Path
@@ -23,6 +22,7 @@ from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import NODES, PODS, KubeClient
 from draflow_testenv.identity import ServiceIdentity
+from draflow_testenv.servers import free_port
 from kubelet_dra_shim.simkubelet import CDI_ANNOTATION
 
 pytestmark = pytest.mark.integration
@@ -30,12 +30,6 @@ pytestmark = pytest.mark.integration
 VENV_BIN = Path(sys.executable).parent
 DRIVER = "gpu.draflow.example"
 FLEET_NODES = 200
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_kib(pid: int) -> int:
@@ -84,7 +78,7 @@ async def start_fleet(
         kubeconfig=driver.kubeconfig,
         name=f"reference-driver-{prefix}",
     )
-    port = _free_port()
+    port = free_port()
     _write_boot_id(root)
     process = await run_service(
         [

@@ -29,7 +29,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ from pathlib import Path
 import aiohttp
 
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_testenv.servers import free_port
 
 MANAGED = "app.kubernetes.io/managed-by=draflow-slice-publisher"
 UNAVAILABLE = "draflow.dev/driver-unavailable"
@@ -45,12 +45,6 @@ UNAVAILABLE = "draflow.dev/driver-unavailable"
 
 def _bin(name: str) -> str:
     return shutil.which(name) or str(Path(sys.executable).parent / name)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_seconds(pid: int) -> float:
@@ -227,7 +221,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
         driver_ready = time.monotonic() - t0
         await asyncio.sleep(2.0)  # let the driver finish binding its service sockets
 
-        port = _free_port()
+        port = free_port()
         t_start = time.monotonic()
         publisher = await spawn(
             [

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import socket
 import sys
 import tempfile
 import time
@@ -52,6 +51,7 @@ from draflow_runtime.lifecycle import devices_of, recent_events
 from draflow_testenv.binaries import repo_root
 from draflow_testenv.environment import Environment
 from draflow_testenv.process import ManagedProcess
+from draflow_testenv.servers import free_port
 
 DEMO_NAMESPACE = "draflow-demo"
 UNFIT_CLAIM = "too-big"
@@ -63,12 +63,6 @@ RESOURCES = {r.kind: r for r in (NAMESPACES, SERVICE_ACCOUNTS, DEVICE_CLASSES, R
 
 def _print(msg: str) -> None:
     print(msg, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _bin(name: str) -> str:
@@ -121,7 +115,7 @@ async def _nodes_ready(kube: KubeClient, nodes: int) -> tuple[int, int]:
 @contextlib.asynccontextmanager
 async def services_step(env: Environment, args: argparse.Namespace) -> AsyncIterator[object]:
     nodes, gpus = int(args.nodes), int(getattr(args, "gpus", 8))
-    port = _free_port()
+    port = free_port()
     args.allocator_url = f"http://127.0.0.1:{port}"
     commands = service_commands(env, nodes, gpus, port)
     procs = [await env.run_service(argv, name=name) for name, argv in commands]

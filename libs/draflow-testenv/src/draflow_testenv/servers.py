@@ -17,6 +17,13 @@ RUNTIME_CONFIG = ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true"
                   "resource.k8s.io/v1alpha3=true")
 
 
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago (for a process started next)."""
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
 @dataclass(frozen=True)
 class Ports:
     etcd_client: int

@@ -4,7 +4,6 @@ deploy/kustomize/base/claim-controller (the ``kit`` fixture's identity)."""
 
 from __future__ import annotations
 
-import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,14 +14,9 @@ from cc_kit import Kit, consumer, eventually, pod, template
 
 from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from draflow_testenv.environment import Environment
+from draflow_testenv.servers import free_port
 
 pytestmark = pytest.mark.integration
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def http_get(url: str) -> tuple[int, str]:
