@@ -22,13 +22,16 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
 
 from .errors import AlreadyExists, ApiError, Conflict, NotFound, TransportError
 from .kube import LEASES, KubeClient
+
+if TYPE_CHECKING:
+    from .settings import ServiceSettings
 
 __all__ = ["LeaderElector"]
 
@@ -71,6 +74,16 @@ class LeaderElector:
         self._observed_time = 0.0
         self._observed_holder = ""
         self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
+
+    @classmethod
+    def from_settings(cls, kube: KubeClient, settings: ServiceSettings) -> LeaderElector:
+        """The candidate a service's ``leader_election_*``, ``identity`` and lease timing settings
+        describe."""
+        return cls(
+            kube, settings.leader_election_namespace, settings.leader_election_id, settings.identity,
+            lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
+            retry_period=settings.retry_period,
+        )
 
     @property
     def is_leader(self) -> bool:

@@ -70,11 +70,7 @@ async def serve(settings: Settings) -> None:
         if not settings.leader_elect:
             await lead(settings, kube, explanations, current)
             return
-        elector = LeaderElector(
-            kube, settings.leader_election_namespace, settings.leader_election_id, settings.identity,
-            lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
-            retry_period=settings.retry_period,
-        )
+        elector = LeaderElector.from_settings(kube, settings)
         await elector.run_forever(lambda: lead(settings, kube, explanations, current))
     finally:
         if elector is not None:
