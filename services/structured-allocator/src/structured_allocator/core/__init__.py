@@ -16,6 +16,8 @@ from .types import (
     Features,
     InvalidRequestError,
     PoolUnavailableError,
+    SearchBudget,
+    SearchBudgetExhausted,
     TooManyResultsError,
     UnknownDeviceClassError,
 )
@@ -38,6 +40,8 @@ __all__ = [
     "PoolUnavailableError",
     "Quantity",
     "RequestExplanation",
+    "SearchBudget",
+    "SearchBudgetExhausted",
     "SliceIndex",
     "TooManyResultsError",
     "UnknownDeviceClassError",

@@ -17,6 +17,12 @@ Contract (pure, no I/O)::
   while the allocated state is unchanged (counter availability is cached per pool).
 * Admin access: the namespace-label check (``resource.kubernetes.io/admin-access``) belongs to the
   service; pass ``admin_access_allowed=False`` to reject claims that request it.
+* Bounded search: pass ``budget=SearchBudget(max_steps=..., deadline=..., cancelled=...)`` and the
+  search raises :class:`SearchBudgetExhausted` (``steps``, ``reason``) when it runs out of steps
+  (one step = one candidate device tried for one slot), passes the deadline or is cancelled — the
+  counterpart of upstream's DRASchedulerFilterTimeout and context cancellation. That is not broken
+  input and not "does not fit": the caller says "search budget exhausted after N steps" and retries
+  later. Without a budget the search is unbounded (exponential in the worst case, as upstream's).
 
 Search (upstream incubating ``allocateOne``): depth-first with backtracking over claims → requests →
 subrequests (first one that leads to a full solution) → device slots; candidates in pool order
@@ -47,6 +53,8 @@ from .types import (
     Features,
     InvalidRequestError,
     PoolUnavailableError,
+    SearchBudget,
+    SearchBudgetExhausted,
     TooManyResultsError,
 )
 
@@ -90,9 +98,13 @@ class Allocator:
         claims: Sequence[Mapping[str, Any]],
         *,
         admin_access_allowed: bool = True,
+        budget: SearchBudget | None = None,
     ) -> AllocationOutcome:
-        """Allocate all ``claims`` (unallocated, in order) on ``node``. See the module docstring."""
-        run = _Run(self, node, claims, admin_access_allowed)
+        """Allocate all ``claims`` (unallocated, in order) on ``node``. See the module docstring.
+
+        Raises :class:`AllocationError` on broken input and :class:`SearchBudgetExhausted` when
+        ``budget`` runs out before the search has an answer."""
+        run = _Run(self, node, claims, admin_access_allowed, budget)
         return run.execute()
 
     # Counter availability depends only on the allocated state: cached per pool.
@@ -123,8 +135,11 @@ class _Run:
         node: Mapping[str, Any],
         claims: Sequence[Mapping[str, Any]],
         admin_access_allowed: bool,
+        budget: SearchBudget | None = None,
     ) -> None:
         self.a = parent
+        self.budget = budget
+        self.steps = 0
         self.features = parent.features
         self.node = node
         self.node_name: str = (node.get("metadata") or {}).get("name", "")
@@ -155,6 +170,8 @@ class _Run:
         ]
         for ci, claim in enumerate(self.claims):
             self._validate_claim(ci, claim)
+        if self.budget is not None:
+            self._check_budget(self.budget)
         try:
             done = self._allocate_one(0, 0, -1, 0, False, 0)
         except _MaxSizeExceeded:
@@ -287,6 +304,23 @@ class _Run:
                 target[name] = target.get(name, Fraction(0)) + sign * value
 
     # -- search --------------------------------------------------------------------------------------
+    def _step(self) -> None:
+        """Count one device try against the budget (cheap: the clock and hook every 64 steps)."""
+        self.steps += 1
+        budget = self.budget
+        if budget is None:
+            return
+        if budget.max_steps is not None and self.steps > budget.max_steps:
+            raise SearchBudgetExhausted(budget.max_steps, "steps")
+        if self.steps % SearchBudget.CHECK_EVERY == 0:
+            self._check_budget(budget)
+
+    def _check_budget(self, budget: SearchBudget) -> None:
+        if budget.cancelled is not None and budget.cancelled():
+            raise SearchBudgetExhausted(self.steps, "cancelled")
+        if budget.deadline is not None and budget.clock() >= budget.deadline:
+            raise SearchBudgetExhausted(self.steps, "deadline")
+
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
         self.a.stats_allocate_one += 1
         if ci >= len(self.claims):
@@ -319,6 +353,7 @@ class _Run:
         if len(self.results[ci]) + rd.num_devices - di > MAX_RESULTS_PER_CLAIM:
             raise _MaxSizeExceeded
         if rd.all_mode:
+            self._step()
             pool, s, d = rd.all_devices[di]
             undo = self._allocate_device(rd, pool, s, d, must=True)
             if undo is None:
@@ -332,6 +367,7 @@ class _Run:
                 undo()
             return done
         for index in range(start, len(self.candidates)):
+            self._step()
             pool, s, d = self.candidates[index]
             if rd.admin_access:
                 if ci in self.allocating.get(d.id, ()):

@@ -8,14 +8,18 @@ Error tree (all carry ``claim`` and, where known, ``request``)::
     ├── InvalidRequestError          unsupported/disabled feature, empty selector, bad count...
     ├── TooManyResultsError          more than 32 results for one claim
     └── PoolUnavailableError         allocationMode All on an incomplete or invalid pool
+
+    SearchBudgetExhausted            NOT broken input: the search ran out of its SearchBudget
+                                     (steps, deadline or cancelled); retry later
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 from .quantity import parse_quantity
 
@@ -29,6 +33,8 @@ __all__ = [
     "Features",
     "InvalidRequestError",
     "PoolUnavailableError",
+    "SearchBudget",
+    "SearchBudgetExhausted",
     "TooManyResultsError",
     "UnknownDeviceClassError",
 ]
@@ -172,3 +178,37 @@ class PoolUnavailableError(AllocationError):
     def __init__(self, message: str, *, claim: str, request: str, pool: str) -> None:
         super().__init__(message, claim=claim, request=request)
         self.pool = pool
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """Bounds one :meth:`Allocator.allocate` call (upstream: DRASchedulerFilterTimeout + context
+    cancellation of the scheduler's Filter).
+
+    * ``max_steps``: device tries; every candidate device the search considers for a slot is one step;
+    * ``deadline``: absolute time in ``clock()`` seconds;
+    * ``cancelled``: polled; returning True stops the search.
+
+    ``max_steps`` is checked on every step, ``deadline`` and ``cancelled`` every
+    :data:`CHECK_EVERY` steps (and once before the search starts), so checking stays cheap.
+    """
+
+    CHECK_EVERY: ClassVar[int] = 64
+
+    max_steps: int | None = None
+    deadline: float | None = None
+    cancelled: Callable[[], bool] | None = None
+    clock: Callable[[], float] = time.monotonic
+
+
+class SearchBudgetExhausted(Exception):
+    """The search stopped before it found an answer: NOT an :class:`AllocationError` (the input is
+    fine, the claim may well fit); the caller explains it and retries later with backoff.
+
+    ``steps``: device tries made; ``reason``: ``"steps"``, ``"deadline"`` or ``"cancelled"``.
+    """
+
+    def __init__(self, steps: int, reason: str) -> None:
+        super().__init__(f"search budget exhausted after {steps} steps ({reason})")
+        self.steps = steps
+        self.reason = reason
