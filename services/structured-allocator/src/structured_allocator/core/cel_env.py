@@ -8,7 +8,8 @@ One variable, ``device`` (``driver``, ``attributes[domain][id]``, ``capacity[dom
 * semver: ``semver(s[, normalize])``, ``isSemver(s[, normalize])``, ``major``/``minor``/``patch``,
   ``compareTo``, ``isGreaterThan``, ``isLessThan``;
 * lists: ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``;
-* regex: ``find``, ``findAll`` (Python ``re``; RE2-only syntax differences are not emulated);
+* regex: ``find``, ``findAll`` on RE2 with Go's syntax and ``FindAllString`` semantics (:mod:`.cel_regex`);
+  cel-cpp's ``matches`` is RE2 too. Constant patterns are checked at compile time, as upstream;
 * sets: ``sets.contains``, ``sets.equivalent``, ``sets.intersects``;
 * cel-cpp's ``strings`` extension (v4, a superset of cel-go Strings v2) and ``cel.bind``.
 
@@ -46,6 +47,7 @@ from cel_expr_python import cel
 from cel_expr_python.ext import ext_bindings, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
+from .cel_regex import RegexError, compile_regex, find, find_all, literal_patterns
 from .quantity import Quantity, QuantityError, parse_quantity
 from .semver import SemverError, Version, parse_semver
 
@@ -256,32 +258,6 @@ def _last_index_of(items: list[Any], x: Any) -> int:
     return -1
 
 
-_REGEX_CACHE: dict[str, re.Pattern[str]] = {}
-
-
-def _regex(pattern: str) -> re.Pattern[str]:
-    compiled = _REGEX_CACHE.get(pattern)
-    if compiled is None:
-        try:
-            compiled = re.compile(pattern)
-        except re.error as exc:
-            raise ValueError(f"invalid regex {pattern!r}: {exc}") from exc
-        if len(_REGEX_CACHE) > 256:
-            _REGEX_CACHE.clear()
-        _REGEX_CACHE[pattern] = compiled
-    return compiled
-
-
-def _find(s: str, pattern: str) -> str:
-    m = _regex(pattern).search(s)
-    return m.group(0) if m else ""
-
-
-def _find_all(s: str, pattern: str, limit: int = -1) -> list[str]:
-    out = [m.group(0) for m in _regex(pattern).finditer(s)]
-    return out if limit < 0 else out[:limit]
-
-
 def _fn(name: str, *overloads: cel.Overload) -> cel.FunctionDecl:
     return cel.FunctionDecl(name, list(overloads))
 
@@ -352,11 +328,11 @@ def _k8s_functions() -> list[cel.FunctionDecl]:
         _fn("sum", _ov("list_sum", _T.DYN, [_L], _sum, True)),
         _fn("min", _ov("list_min", _T.DYN, [_L], _min, True)),
         _fn("max", _ov("list_max", _T.DYN, [_L], _max, True)),
-        _fn("find", _ov("string_find", _T.STRING, [_T.STRING, _T.STRING], _find, True)),
+        _fn("find", _ov("string_find", _T.STRING, [_T.STRING, _T.STRING], find, True)),
         _fn(
             "findAll",
-            _ov("string_find_all", _T.List(_T.STRING), [_T.STRING, _T.STRING], _find_all, True),
-            _ov("string_find_all_n", _T.List(_T.STRING), [_T.STRING, _T.STRING, _T.INT], _find_all, True),
+            _ov("string_find_all", _T.List(_T.STRING), [_T.STRING, _T.STRING], find_all, True),
+            _ov("string_find_all_n", _T.List(_T.STRING), [_T.STRING, _T.STRING, _T.INT], find_all, True),
         ),
         _fn(
             "sets.contains",
@@ -581,7 +557,26 @@ def compile_selector(expression: str) -> CompiledSelector:
     rtype = expr.return_type()
     if rtype != cel.Type.BOOL and rtype != cel.Type.DYN:
         raise CelCompileError(expression, f"must evaluate to bool or the unknown type, not {rtype.name()}")
+    _check_regex_literals(expression)
     return CompiledSelector(expression, expr)
+
+
+def _check_regex_literals(expression: str) -> None:
+    """A constant pattern of ``matches``/``find``/``findAll`` that Go's ``regexp`` rejects is a compile
+    error, as upstream (the literal is decoded by CEL itself, so escapes mean what they mean in CEL)."""
+    for function, literal in literal_patterns(expression):
+        try:
+            value = _env().compile(literal).eval(data={}).value()
+        except RuntimeError:
+            continue  # not a plain literal after all: the checker has accepted the expression anyway
+        if not isinstance(value, str):
+            continue
+        try:
+            compile_regex(value)
+        except RegexError as exc:
+            raise CelCompileError(
+                expression, f"compilation failed: invalid {function}() pattern {value!r}: {exc}"
+            ) from exc
 
 
 class CelCache:
