@@ -36,6 +36,9 @@ async def test_template_claims_are_allocated_and_pods_bound(kit: Kit) -> None:
             {"resource": "pods", "name": f"p{i}", "uid": pod["metadata"]["uid"]}]
         assert claim["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0][
             "values"] == [node]
+        # both binding gates are on: stamped like kube-scheduler does, without binding conditions too
+        stamp = claim["status"]["allocation"]["allocationTimestamp"]
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", stamp)
         (device,) = devices_of(claim)
         assert device.split("/")[1] == node  # pool = node
         assert device not in seen

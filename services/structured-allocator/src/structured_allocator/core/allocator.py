@@ -9,7 +9,9 @@ Contract (pure, no I/O)::
   :class:`SliceIndex`; ``allocated``: what existing (and in-flight) claims already use.
 * ``outcome.fits`` with ``outcome.results[i]`` = the ``status.allocation`` for ``claims[i]``
   (``devices.results``, ``devices.config``, ``nodeSelector`` if restricted, ``allocationTimestamp``
-  if a device has binding conditions); otherwise ``outcome.explanation`` says why, per request.
+  = ``clock()`` on every allocation when ``features.device_binding_and_status`` is on, as
+  kube-scheduler stamps every allocation it writes with both binding gates on, with or without
+  binding conditions); otherwise ``outcome.explanation`` says why, per request.
   "Does not fit" is a normal result; :class:`AllocationError` (and subclasses) means broken input:
   unknown class, invalid CEL, a selector failing at runtime, more than 32 results, ``All`` on an
   incomplete or invalid pool.
@@ -38,7 +40,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from .capacity import consumed_capacity, fits_capacity
+from .capacity import CapacityValueError, consumed_capacity, fits_capacity
 from .cel_env import CelCache
 from .constraints import Constraint, build_constraint
 from .pools import Pool, PreparedDevice, PreparedSlice, SliceIndex, gather_pools, node_matches
@@ -51,6 +53,7 @@ from .types import (
     AllocationOutcome,
     DeviceID,
     Features,
+    InvalidCapacityError,
     InvalidRequestError,
     PoolUnavailableError,
     SearchBudget,
@@ -256,7 +259,9 @@ class _Run:
                 )
             for s in pool.slices:
                 for d in s.devices:
-                    if self.selectable(rd, s, d) and self.capacity_ok(rd, d) is True:
+                    # Static capacity only (nothing allocated): a matching device that is
+                    # already full stays in the list and makes All fail when it is allocated.
+                    if self.selectable(rd, s, d) and self.capacity_ok(rd, d, static=True) is True:
                         rd.all_devices.append((pool, s, d))
 
     # -- per-device checks -------------------------------------------------------------------------
@@ -270,11 +275,32 @@ class _Run:
             return False
         return not s.per_device or node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
 
-    def capacity_ok(self, rd: RequestData, d: PreparedDevice) -> bool | None:
+    def capacity_ok(self, rd: RequestData, d: PreparedDevice, *, static: bool = False) -> bool | None:
+        """One more allocation of ``d`` for ``rd`` fits the device's capacities (``static``: on an
+        empty device). Raises :class:`InvalidCapacityError` for a negative/unrepresentable value."""
         if not self.features.consumable_capacity:
             return True
-        return fits_capacity(
-            rd.capacity, d, self.a.allocated.capacity.get(d.id), self.allocating_capacity.get(d.id)
+        try:
+            return fits_capacity(
+                rd.capacity,
+                d,
+                None if static else self.a.allocated.capacity.get(d.id),
+                None if static else self.allocating_capacity.get(d.id),
+                self.features.fractional_capacity_range,
+            )
+        except CapacityValueError as exc:
+            raise self._capacity_error(rd, d, exc) from exc
+
+    def _capacity_error(
+        self, rd: RequestData, d: PreparedDevice, exc: CapacityValueError
+    ) -> InvalidCapacityError:
+        claim = self.claim_name(rd.claim_index)
+        return InvalidCapacityError(
+            f'claim "{claim}", request "{rd.name}": checking capacity for device {d.id}: {exc}',
+            claim=claim,
+            request=rd.name,
+            device=str(d.id),
+            capacity=exc.capacity,
         )
 
     def in_use(self, did: DeviceID) -> bool:
@@ -431,6 +457,13 @@ class _Run:
                     prev.remove(rd.base_name, rd.sub_name, d)
                 release_counters()
                 return None
+        if must and self.capacity_ok(rd, d) is not True:
+            # All mode: the device was collected on its static capacity; what existing and
+            # in-flight allocations (this call included) left of it is checked here.
+            for c in constraints:
+                c.remove(rd.base_name, rd.sub_name, d)
+            release_counters()
+            return None
         if not multi:
             self.allocating.setdefault(d.id, set()).add(ci)
         result: dict[str, Any] = {
@@ -450,7 +483,10 @@ class _Run:
                 result["bindingFailureConditions"] = list(d.binding_failure_conditions)
         consumed: dict[str, Fraction] | None = None
         if multi:
-            quantities = consumed_capacity(rd.capacity, d)
+            try:
+                quantities = consumed_capacity(rd.capacity, d, self.features.fractional_capacity_range)
+            except CapacityValueError as exc:  # checked before; kept fail-closed
+                raise self._capacity_error(rd, d, exc) from exc
             consumed = {k: q.value for k, q in quantities.items()}
             result["shareID"] = self.a.new_share_id()
             if quantities:
@@ -492,7 +528,9 @@ class _Run:
         selector = self._node_selector(ci)
         if selector is not None:
             allocation["nodeSelector"] = selector
-        if any("bindingConditions" in r for r in self.results[ci]):
+        if self.features.device_binding_and_status:
+            # kube-scheduler (PreBind) stamps every allocation it writes when DRADeviceBindingConditions
+            # and DRAResourceClaimDeviceStatus are both on, with or without binding conditions.
             allocation["allocationTimestamp"] = self.a.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return allocation
 

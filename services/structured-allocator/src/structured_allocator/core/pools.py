@@ -12,7 +12,10 @@ generation per pool, completeness against ``resourceSliceCount`` (an incomplete 
 against all slices of the pool: dropped if a newer generation exists, else marked incomplete),
 invalid pools (duplicate device names, duplicate counter sets, counter references that do not
 resolve), slices sorted by name, pools sorted by (driver, pool) with pools that have binding
-conditions last.
+conditions last. DRADeviceCompatibilityGroups is off (not implemented): a slice with a device that
+declares ``consumesCounters[].compatibilityGroups`` is ignored as upstream does with the gate off —
+it does not count towards ``resourceSliceCount``, so its pool is incomplete and none of the pool's
+devices is allocated (and ``All`` over it is an error); other pools are unaffected.
 """
 
 from __future__ import annotations
@@ -218,6 +221,13 @@ class PreparedSlice:
             for cs in spec.get("sharedCounters") or []
         ]
         self.devices = [PreparedDevice(self.driver, self.pool, d) for d in spec.get("devices") or []]
+        # A device declares consumesCounters[].compatibilityGroups (DRADeviceCompatibilityGroups,
+        # alpha, not implemented): the slice is ignored, which leaves its pool incomplete.
+        self.uses_compatibility_groups: bool = any(
+            c.get("compatibilityGroups")
+            for d in spec.get("devices") or []
+            for c in d.get("consumesCounters") or []
+        )
 
     @property
     def pool_id(self) -> tuple[str, str]:
@@ -325,6 +335,8 @@ def gather_pools(index: SliceIndex, node: Mapping[str, Any], features: Features)
     for s in index.slices_for_node(node_name):
         if not features.partitionable_devices and (s.per_device or s.shared_counters):
             continue
+        if s.uses_compatibility_groups:
+            continue
         if not _slice_relevant(s, node):
             continue
         current = by_pool.get(s.pool_id)
@@ -342,7 +354,7 @@ def gather_pools(index: SliceIndex, node: Mapping[str, Any], features: Features)
             others = index.pool_slices(pool_id)
             if any(o.generation > generation for o in others):
                 continue  # obsolete: the driver is replacing this generation
-            all_slices = [o for o in others if o.generation == generation]
+            all_slices = [o for o in others if o.generation == generation and not o.uses_compatibility_groups]
             if len(all_slices) != expected:
                 pools.append(Pool(pool_id[0], pool_id[1], incomplete=True))
                 continue

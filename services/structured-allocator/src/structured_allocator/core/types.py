@@ -7,6 +7,7 @@ Error tree (all carry ``claim`` and, where known, ``request``)::
     ├── CelSelectorError             a selector does not compile or fails at runtime
     ├── InvalidRequestError          unsupported/disabled feature, empty selector, bad count...
     ├── TooManyResultsError          more than 32 results for one claim
+    ├── InvalidCapacityError         a negative or unrepresentable consumable-capacity value
     └── PoolUnavailableError         allocationMode All on an incomplete or invalid pool
 
     SearchBudgetExhausted            NOT broken input: the search ran out of its SearchBudget
@@ -31,6 +32,7 @@ __all__ = [
     "CelSelectorError",
     "DeviceID",
     "Features",
+    "InvalidCapacityError",
     "InvalidRequestError",
     "PoolUnavailableError",
     "SearchBudget",
@@ -53,7 +55,14 @@ class DeviceID(NamedTuple):
 
 @dataclass(frozen=True)
 class Features:
-    """DRA feature gates relevant to allocation (all on = the v1.37 incubating allocator)."""
+    """DRA feature gates relevant to allocation (all on = the v1.37 incubating allocator).
+
+    ``device_binding_and_status`` = DRADeviceBindingConditions and DRAResourceClaimDeviceStatus both
+    on (upstream treats the pair as one allocator feature). The alpha gates of the experimental
+    allocator (DRADeviceCompatibilityGroups, DRADerivedAttributes, DRAOptionalNodeOperations) are
+    not implemented and count as off: slices whose devices declare ``compatibilityGroups`` are
+    ignored (their pool is incomplete), a request with ``derivedAttributes`` is an error.
+    """
 
     admin_access: bool = True
     prioritized_list: bool = True
@@ -61,6 +70,7 @@ class Features:
     device_taints: bool = True
     device_binding_and_status: bool = True
     consumable_capacity: bool = True
+    fractional_capacity_range: bool = True
 
     @classmethod
     def all(cls) -> Features:
@@ -172,6 +182,16 @@ class InvalidRequestError(AllocationError):
 
 class TooManyResultsError(AllocationError):
     pass
+
+
+class InvalidCapacityError(AllocationError):
+    """A consumable-capacity value the allocator refuses to act on: a negative consumed value (from
+    the request, the policy default or the device) or one its range arithmetic cannot represent."""
+
+    def __init__(self, message: str, *, claim: str, request: str, device: str, capacity: str) -> None:
+        super().__init__(message, claim=claim, request=request)
+        self.device = device
+        self.capacity = capacity
 
 
 class PoolUnavailableError(AllocationError):
