@@ -16,7 +16,7 @@ sync: ## Install uv (cached) and the Python workspace into .venv from uv.lock
 	@$(UV) sync --all-packages --frozen --quiet
 
 .PHONY: binaries
-binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger and kustomize (from Go modules)
+binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt, kubelet-checkpoint (Go)
 	@hack/binaries.sh ensure
 
 .PHONY: protos

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build (once) and cache the infrastructure binaries draflow runs locally:
 #   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt
+# and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
+# (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources).
 # Each is built from Go modules and cached by name and version under
 #   ${DRAFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draflow}/bin/<name>-<version>/<name>
 # so fresh clones and CI runs reuse them.
@@ -27,6 +29,7 @@ version_of() {
     jaeger) echo "$JAEGER_VERSION" ;;
     kustomize) echo "$KUSTOMIZE_VERSION" ;;
     tilt) echo "$TILT_VERSION" ;;
+    kubelet-checkpoint) echo "$KUBERNETES_VERSION-$(cat "$here"/kubelet-checkpoint/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" ;;
     *) log "unknown binary: $1"; exit 2 ;;
   esac
 }
@@ -104,6 +107,27 @@ build_kube_apiserver() {
   consumer_build kube-apiserver k8s.io/kubernetes "$ver" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags" "${replaces[@]}"
 }
 
+# hack/kubelet-checkpoint is a module of this repository (go.mod, go.sum checked in) requiring
+# k8s.io/kubernetes at KUBERNETES_VERSION, with the same staging-module replaces as kube-apiserver's build.
+build_kubelet_checkpoint() {
+  local go out src="$here/kubelet-checkpoint" work
+  go=$(go_cmd)
+  out=$(bin_path kubelet-checkpoint)
+  work="$CACHE/build/kubelet-checkpoint"
+  if ! grep -q "^require k8s.io/kubernetes $KUBERNETES_VERSION\$" "$src/go.mod"; then
+    log "kubelet-checkpoint: $src/go.mod does not require k8s.io/kubernetes $KUBERNETES_VERSION (hack/versions.env)"
+    return 1
+  fi
+  mkdir -p "$work" "$(dirname "$out")"
+  log "kubelet-checkpoint: compiling (log: $work/build.log)"
+  if ! (cd "$src" && "$go" build -trimpath -ldflags "-s -w" -o "$out.tmp" . >"$work/build.log" 2>&1); then
+    log "kubelet-checkpoint: build FAILED; last lines of $work/build.log:"
+    tail -25 "$work/build.log" >&2
+    return 1
+  fi
+  mv "$out.tmp" "$out"
+}
+
 # Tilt's Go module lacks its web UI (release builds add it), so a source build has no index.html to embed and
 # refuses to start. A writable copy of the module with a placeholder page (the terminal UI, `tilt ci` and
 # `tilt get` work as usual) is what the tilt build replaces the module with. Prints the copy's path.
@@ -138,6 +162,7 @@ build_one() {
     # that Jaeger needs, so this one build skips the checksum database (modules still come from the proxy).
     jaeger) NOSUMDB=1 consumer_build jaeger github.com/jaegertracing/jaeger "$JAEGER_VERSION" github.com/jaegertracing/jaeger/cmd/jaeger "-s -w" \
       "github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0" ;;
+    kubelet-checkpoint) build_kubelet_checkpoint ;;
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
     # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build), and the checksum
     # database pass-through answers 404 for its github.com/tilt-dev/starlark-lsp pseudo-version.
@@ -153,7 +178,7 @@ build_one() {
   flock -u "$lock_fd"
 }
 
-DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt)
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint)
 
 cmd=${1:-ensure}
 case $cmd in

@@ -1,4 +1,6 @@
-"""Checkpoint encoding (pure) and the atomic file write."""
+"""Checkpoint encoding (pure), the old layout, the boot ID beside the file and the atomic file write.
+
+That the layout is the kubelet's own is proven against the kubelet's code in test_checkpoint_kubelet.py."""
 
 from __future__ import annotations
 
@@ -9,10 +11,10 @@ import orjson
 import pytest
 
 from kubelet_dra_shim import checkpoint
-from kubelet_dra_shim.checkpoint import CheckpointState, ClaimInfo, CorruptCheckpoint, PreparedDevice
+from kubelet_dra_shim.checkpoint import ClaimInfo, CorruptCheckpoint, PreparedDevice
 
 
-def _state() -> CheckpointState:
+def _claims() -> dict[str, ClaimInfo]:
     info = ClaimInfo(
         "uid-1",
         "claim-a",
@@ -24,12 +26,12 @@ def _state() -> CheckpointState:
         },
         prepared=True,
     )
-    return CheckpointState(boot_id="boot-1", claims={"uid-1": info})
+    return {"uid-1": info}
 
 
 def test_round_trip_keeps_everything_but_prepared() -> None:
-    state = checkpoint.decode(checkpoint.encode(_state()))
-    assert state.boot_id == "boot-1"
+    state = checkpoint.decode(checkpoint.encode(_claims()))
+    assert (state.boot_id, state.legacy) == ("", False)
     info = state.claims["uid-1"]
     assert (info.claim_name, info.namespace, info.pod_uids) == ("claim-a", "ns", {"pod-1", "pod-2"})
     assert info.drivers["gpu.example"][0].cdi_device_ids == ["gpu.example/gpu=uid-1-gpu-0"]
@@ -37,14 +39,16 @@ def test_round_trip_keeps_everything_but_prepared() -> None:
     assert info.prepared is False  # after a restart every claim is prepared again once
 
 
-def test_format_is_kubelet_like_with_crc32_of_data() -> None:
-    outer = orjson.loads(checkpoint.encode(_state()))
-    assert set(outer) == {"Data", "Checksum"}
+def test_format_is_the_kubelets_with_crc32_of_data() -> None:
+    content = checkpoint.encode(_claims())
+    outer = orjson.loads(content)
+    assert list(outer) == ["Data", "Checksum"]
     assert outer["Checksum"] == zlib.crc32(outer["Data"].encode())
     data = orjson.loads(outer["Data"])
-    assert data["kind"] == "DRACheckpoint"
-    assert data["apiVersion"] == "checkpoint.dra.kubelet.k8s.io/v1"
-    entry = data["Entries"][0]
+    assert list(data) == ["kind", "apiVersion", "ClaimInfoStateList"]
+    assert (data["kind"], data["apiVersion"]) == ("DRACheckpoint", "checkpoint.dra.kubelet.k8s.io/v1")
+    entry = data["ClaimInfoStateList"][0]
+    assert list(entry) == ["ClaimUID", "ClaimName", "Namespace", "PodUIDs", "DriverState"]
     assert entry["PodUIDs"] == {"pod-1": {}, "pod-2": {}}
     assert entry["DriverState"]["gpu.example"]["Devices"][0] == {
         "PoolName": "pool",
@@ -53,10 +57,81 @@ def test_format_is_kubelet_like_with_crc32_of_data() -> None:
         "RequestNames": ["req"],
         "CDIDeviceIDs": ["gpu.example/gpu=uid-1-gpu-0"],
     }
+    assert entry["DriverState"]["nic.example"] == {"Devices": None}  # Go's nil slice; no skipNodeOperations
 
 
-def test_encoding_is_deterministic() -> None:
-    assert checkpoint.encode(_state()) == checkpoint.encode(_state())
+def test_strings_are_escaped_like_go_encoding_json() -> None:
+    info = ClaimInfo("u", 'a<b>&c\u2028\u2029\x01\b"\u00e9', "ns")
+    data = orjson.loads(checkpoint.encode({"u": info}))["Data"]
+    assert '"ClaimName":"a\\u003cb\\u003e\\u0026c\\u2028\\u2029\\u0001\\b\\"\u00e9"' in data
+    assert checkpoint.decode(checkpoint.encode({"u": info})).claims["u"].claim_name == info.claim_name
+
+
+def test_skip_node_operations_survive_and_are_omitted_when_empty() -> None:
+    info = ClaimInfo("u", "c", "ns", drivers={"a": [], "b": []}, skip_node_operations={"a": ["*"]})
+    data = orjson.loads(orjson.loads(checkpoint.encode({"u": info}))["Data"])
+    assert data["ClaimInfoStateList"][0]["DriverState"] == {
+        "a": {"Devices": None, "skipNodeOperations": ["*"]},
+        "b": {"Devices": None},
+    }
+    assert checkpoint.decode(checkpoint.encode({"u": info})).claims["u"].skip_node_operations == {"a": ["*"]}
+
+
+def _legacy(entries: list[dict[str, object]], boot_id: str = "old-boot") -> bytes:
+    data = orjson.dumps(
+        {
+            "kind": "DRACheckpoint",
+            "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1",
+            "BootID": boot_id,
+            "Entries": entries,
+        }
+    )
+    return orjson.dumps({"Data": data.decode(), "Checksum": zlib.crc32(data)})
+
+
+def test_old_entries_layout_is_read_and_marked_legacy() -> None:
+    entry = {
+        "ClaimUID": "u",
+        "ClaimName": "c",
+        "Namespace": "ns",
+        "PodUIDs": {"p": {}},
+        "DriverState": {
+            "d": {
+                "Devices": [
+                    {
+                        "PoolName": "p",
+                        "DeviceName": "x",
+                        "ShareID": None,
+                        "RequestNames": [],
+                        "CDIDeviceIDs": ["d/x=1"],
+                    }
+                ]
+            }
+        },
+    }
+    state = checkpoint.decode(_legacy([entry]))
+    assert (state.legacy, state.boot_id) == (True, "old-boot")
+    assert state.claims["u"].pod_uids == {"p"}
+    assert state.claims["u"].drivers["d"][0].cdi_device_ids == ["d/x=1"]
+
+
+def test_boot_id_is_kept_beside_the_file(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.FILE_NAME
+    checkpoint.write(path, checkpoint.encode(_claims()))
+    assert checkpoint.read(path).boot_id == ""  # type: ignore[union-attr]  # a kubelet-written file
+    checkpoint.write_boot_id(path, "boot-7")
+    assert checkpoint.read(path).boot_id == "boot-7"  # type: ignore[union-attr]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        checkpoint.FILE_NAME,
+        checkpoint.FILE_NAME + ".boot_id",
+    ]
+    path.write_bytes(_legacy([]))  # an old file carries its own boot ID, the one beside it wins
+    assert checkpoint.read(path).boot_id == "boot-7"  # type: ignore[union-attr]
+
+
+def _sealed(claim_list: str) -> bytes:
+    data = '{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","ClaimInfoStateList":%s}'
+    return orjson.dumps({"Data": data % claim_list, "Checksum": zlib.crc32((data % claim_list).encode())})
 
 
 @pytest.mark.parametrize(
@@ -69,6 +144,11 @@ def test_encoding_is_deterministic() -> None:
             orjson.dumps({"Data": '{"kind":"Other"}', "Checksum": zlib.crc32(b'{"kind":"Other"}')}),
             id="wrong-kind",
         ),
+        pytest.param(_sealed('[{"ClaimName":"no-uid"}]'), id="claim-without-uid"),
+        pytest.param(
+            _sealed('[{"ClaimUID":"u","PodUIDs":{},"DriverState":{"d":{"Devices":[{"RequestNames":"r"}]}}}]'),
+            id="names-not-a-list",
+        ),
     ],
 )
 def test_corrupt_content_is_an_error_not_an_empty_state(content: bytes) -> None:
@@ -79,7 +159,7 @@ def test_corrupt_content_is_an_error_not_an_empty_state(content: bytes) -> None:
 def test_write_atomically_replaces_and_leaves_no_temp_files(tmp_path: Path) -> None:
     path = tmp_path / "state" / checkpoint.FILE_NAME
     checkpoint.write(path, b"one")
-    checkpoint.write(path, checkpoint.encode(_state()))
+    checkpoint.write(path, checkpoint.encode(_claims()))
     assert checkpoint.read(path) is not None
     assert [p.name for p in path.parent.iterdir()] == [checkpoint.FILE_NAME]
 

@@ -1,30 +1,44 @@
 """The DRA manager's checkpoint: which claims a node prepared, for which pods, with which devices.
 
-The file format follows the kubelet's ``dra_manager_state`` (``pkg/kubelet/cm/dra/state``)::
+The file is the kubelet's ``dra_manager_state`` exactly as kubelet v1.37.1 writes it
+(``k8s.io/kubernetes/pkg/kubelet/cm/dra/state``, encoded by Go's ``encoding/json``), so a real kubelet
+reads the claims the shim prepared and the shim reads the claims a kubelet prepared::
 
-    {"Data": "<json string>", "Checksum": <crc32 IEEE of the Data string's UTF-8 bytes>}
+    {"Data":"<json string>","Checksum":<crc32 IEEE of the Data string's UTF-8 bytes>}
 
-    Data = {"kind": "DRACheckpoint", "apiVersion": "checkpoint.dra.kubelet.k8s.io/v1",
-            "BootID": "<boot id when written>",                      # draflow addition
-            "Entries": [{"ClaimUID", "ClaimName", "Namespace", "PodUIDs": {uid: {}},
-                         "DriverState": {driver: {"Devices": [{"PoolName", "DeviceName", "ShareID",
-                                                               "RequestNames", "CDIDeviceIDs"}]}}}]}
+    Data = {"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1",
+            "ClaimInfoStateList":[{"ClaimUID","ClaimName","Namespace","PodUIDs":{uid:{}},
+                "DriverState":{driver:{"Devices":[{"PoolName","DeviceName","ShareID","RequestNames",
+                                                   "CDIDeviceIDs"}] | null,
+                                       "skipNodeOperations":[...]}}}]}     # omitted when empty
 
-The ``BootID`` lets the shim tell a process restart from a node reboot (a reboot loses tmpfs CDI specs
-and device state, so the checkpoint must be repaired, never trusted). Encoding and decoding are pure
-functions; :func:`write` and :func:`read` are the only I/O (``draflow_runtime.files.atomic_write``:
-temp file, fsync, rename, fsync of the directory), so a crash leaves the old or the new file, never a
-torn one.
+Keys in Go's struct-field order, map keys sorted, ``null`` for empty device and name lists (Go's nil
+slices), ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go escapes them: :func:`encode` gives the bytes
+the kubelet's own code gives for the same claims (tests compare them with hack/kubelet-checkpoint).
+
+Older draflow versions wrote ``Data = {kind, apiVersion, BootID, Entries: [...]}``; the kubelet reads
+that as zero claims. :func:`decode` reads both layouts and reports the old one (``legacy``), which the
+manager rewrites in the current layout at once.
+
+The boot ID the shim uses to tell a process restart from a node reboot (a reboot loses tmpfs CDI specs
+and device state, so the checkpoint must be repaired, never trusted) lives beside the file, in
+``dra_manager_state.boot_id`` (see :func:`write_boot_id`). It is written after the checkpoint, so a
+crash between the two makes the next start re-prepare (safe), never trust a stale checkpoint.
+
+Encoding and decoding are pure functions; :func:`write`, :func:`read` and :func:`write_boot_id` are the
+only I/O (``draflow_runtime.files.atomic_write``: temp file, fsync, rename, fsync of the directory), so
+a crash leaves the old or the new file, never a torn one.
 
 Errors::
 
     CheckpointError                 (DraflowError)
-     └── CorruptCheckpoint          bad JSON, wrong kind/apiVersion, or checksum mismatch
+     └── CorruptCheckpoint          bad JSON, wrong kind/apiVersion, checksum mismatch or malformed claims
 """
 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,8 +49,11 @@ from draflow_runtime.errors import DraflowError
 from draflow_runtime.files import atomic_write
 
 KIND = "DRACheckpoint"
-API_VERSION = "checkpoint.dra.kubelet.k8s.io/v1"
+API_GROUP = "checkpoint.dra.kubelet.k8s.io"
+API_VERSION = API_GROUP + "/v1"
 FILE_NAME = "dra_manager_state"
+BOOT_ID_SUFFIX = ".boot_id"
+KUBELET_VERSION = "v1.37.1"  # the kubelet whose checkpoint layout this module writes
 
 
 class CheckpointError(DraflowError):
@@ -67,8 +84,10 @@ class ClaimInfo:
     """What the node knows about one claim; enough to unprepare it without the API server.
 
     ``drivers`` maps every driver named in the claim's allocation to the devices it prepared (empty
-    until that driver answered). ``prepared`` is in-memory only: after a restart every claim starts
-    unprepared, so it is prepared again once (drivers are idempotent).
+    until that driver answered). ``skip_node_operations`` is the kubelet's per-driver
+    ``skipNodeOperations``, kept from a kubelet-written checkpoint and written back unchanged.
+    ``prepared`` is in-memory only: after a restart every claim starts unprepared, so it is prepared
+    again once (drivers are idempotent).
     """
 
     claim_uid: str
@@ -77,6 +96,7 @@ class ClaimInfo:
     pod_uids: set[str] = field(default_factory=set)
     drivers: dict[str, list[PreparedDevice]] = field(default_factory=dict)
     prepared: bool = False
+    skip_node_operations: dict[str, list[str]] = field(default_factory=dict)
 
     def cdi_ids_for(self, request: str | None) -> list[str]:
         """CDI device IDs for a container's claim reference, filtered like kubelet's GetResources.
@@ -97,8 +117,35 @@ class ClaimInfo:
 
 @dataclass
 class CheckpointState:
-    boot_id: str
+    boot_id: str  # "" when unknown (a kubelet-written file without the draflow boot ID beside it)
     claims: dict[str, ClaimInfo]  # by claim UID
+    legacy: bool = False  # read from the old draflow ``Entries`` layout
+
+
+# --- Go encoding/json compatibility ------------------------------------------------------------------
+
+# orjson escapes like Go's encoding/json (\" \\ \b \f \n \r \t, other controls as \u00xx) except for
+# the characters Go's HTML-safe default escapes on top.
+_GO_ESCAPES = (
+    (b"<", b"\\u003c"),
+    (b">", b"\\u003e"),
+    (b"&", b"\\u0026"),
+    ("\u2028".encode(), b"\\u2028"),
+    ("\u2029".encode(), b"\\u2029"),
+)
+
+
+def _go_json(value: Any) -> bytes:
+    """``value`` as Go's ``json.Marshal`` writes it (dict keys in the given order; no floats here)."""
+    out = orjson.dumps(value)
+    for raw, escaped in _GO_ESCAPES:
+        if raw in out:
+            out = out.replace(raw, escaped)
+    return out
+
+
+def _nil_if_empty(items: list[str]) -> list[str] | None:
+    return list(items) if items else None
 
 
 def _device_to_json(dev: PreparedDevice) -> dict[str, Any]:
@@ -106,78 +153,139 @@ def _device_to_json(dev: PreparedDevice) -> dict[str, Any]:
         "PoolName": dev.pool_name,
         "DeviceName": dev.device_name,
         "ShareID": dev.share_id,
-        "RequestNames": list(dev.request_names),
-        "CDIDeviceIDs": list(dev.cdi_device_ids),
+        "RequestNames": _nil_if_empty(dev.request_names),
+        "CDIDeviceIDs": _nil_if_empty(dev.cdi_device_ids),
     }
 
 
-def _device_from_json(raw: dict[str, Any]) -> PreparedDevice:
+def _driver_state_to_json(info: ClaimInfo, driver: str) -> dict[str, Any]:
+    devices = info.drivers[driver]
+    out: dict[str, Any] = {"Devices": [_device_to_json(d) for d in devices] if devices else None}
+    skips = info.skip_node_operations.get(driver)
+    if skips:
+        out["skipNodeOperations"] = list(skips)
+    return out
+
+
+def claim_to_json(info: ClaimInfo) -> dict[str, Any]:
+    """One ``ClaimInfoState`` in the kubelet's JSON form (keys in its struct-field order)."""
+    return {
+        "ClaimUID": info.claim_uid,
+        "ClaimName": info.claim_name,
+        "Namespace": info.namespace,
+        "PodUIDs": {pod_uid: {} for pod_uid in sorted(info.pod_uids)},
+        "DriverState": {driver: _driver_state_to_json(info, driver) for driver in sorted(info.drivers)},
+    }
+
+
+def encode(claims: Mapping[str, ClaimInfo]) -> bytes:
+    """The file content for ``claims``: the kubelet's bytes for them. Pure; claims sorted by UID."""
+    data = _go_json(
+        {
+            "kind": KIND,
+            "apiVersion": API_VERSION,
+            "ClaimInfoStateList": [claim_to_json(claims[uid]) for uid in sorted(claims)],
+        }
+    )
+    return _go_json({"Data": data.decode(), "Checksum": zlib.crc32(data)})
+
+
+# --- decoding ------------------------------------------------------------------------------------------
+
+
+def _strings(raw: Any, what: str) -> list[str]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise TypeError(f"{what} is not a list of strings")
+    return list(raw)
+
+
+def _string(raw: Mapping[str, Any], key: str) -> str:
+    value = raw.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _device_from_json(raw: Mapping[str, Any]) -> PreparedDevice:
+    share_id = raw.get("ShareID")
+    if share_id is not None and not isinstance(share_id, str):
+        raise TypeError("ShareID is not a string")
     return PreparedDevice(
-        pool_name=raw.get("PoolName", ""),
-        device_name=raw.get("DeviceName", ""),
-        request_names=list(raw.get("RequestNames") or []),
-        cdi_device_ids=list(raw.get("CDIDeviceIDs") or []),
-        share_id=raw.get("ShareID"),
+        pool_name=_string(raw, "PoolName"),
+        device_name=_string(raw, "DeviceName"),
+        request_names=_strings(raw.get("RequestNames"), "RequestNames"),
+        cdi_device_ids=_strings(raw.get("CDIDeviceIDs"), "CDIDeviceIDs"),
+        share_id=share_id,
     )
 
 
-def encode(state: CheckpointState) -> bytes:
-    """The file content for ``state``. Pure; entries are sorted so equal states give equal bytes."""
-    entries = []
-    for uid in sorted(state.claims):
-        info = state.claims[uid]
-        entries.append(
-            {
-                "ClaimUID": info.claim_uid,
-                "ClaimName": info.claim_name,
-                "Namespace": info.namespace,
-                "PodUIDs": {pod_uid: {} for pod_uid in sorted(info.pod_uids)},
-                "DriverState": {
-                    driver: {"Devices": [_device_to_json(d) for d in info.drivers[driver]]}
-                    for driver in sorted(info.drivers)
-                },
-            }
-        )
-    data = orjson.dumps(
-        {"kind": KIND, "apiVersion": API_VERSION, "BootID": state.boot_id, "Entries": entries}
-    ).decode()
-    return orjson.dumps({"Data": data, "Checksum": zlib.crc32(data.encode())})
+def _claim_from_json(entry: Mapping[str, Any]) -> ClaimInfo:
+    uid = entry["ClaimUID"]
+    if not isinstance(uid, str) or not uid:
+        raise TypeError("ClaimUID is not a non-empty string")
+    info = ClaimInfo(
+        claim_uid=uid,
+        claim_name=_string(entry, "ClaimName"),
+        namespace=_string(entry, "Namespace"),
+        pod_uids=set(entry.get("PodUIDs") or {}),
+    )
+    for driver, state in (entry.get("DriverState") or {}).items():
+        state = state or {}
+        info.drivers[driver] = [_device_from_json(d) for d in state.get("Devices") or []]
+        skips = _strings(state.get("skipNodeOperations"), "skipNodeOperations")
+        if skips:
+            info.skip_node_operations[driver] = skips
+    return info
 
 
 def decode(content: bytes, *, path: str | None = None) -> CheckpointState:
-    """Parse file content. Raises :class:`CorruptCheckpoint`; every loaded claim is unprepared."""
+    """Parse file content (either layout). Raises :class:`CorruptCheckpoint`; every claim is unprepared.
+
+    ``boot_id`` is the one an old-layout file carries inside, else "" (see :func:`read`).
+    """
     try:
         outer = orjson.loads(content)
         data = outer["Data"]
         checksum = int(outer["Checksum"])
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        data_bytes = data.encode()
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise CorruptCheckpoint(
             f"checkpoint is not valid JSON with Data and Checksum: {exc}", path=path
         ) from exc
-    if zlib.crc32(data.encode()) != checksum:
+    if zlib.crc32(data_bytes) != checksum:
         raise CorruptCheckpoint("checkpoint checksum mismatch", path=path)
     try:
-        inner = orjson.loads(data)
+        inner = orjson.loads(data_bytes)
     except orjson.JSONDecodeError as exc:
         raise CorruptCheckpoint(f"checkpoint Data is not JSON: {exc}", path=path) from exc
-    if inner.get("kind") != KIND or inner.get("apiVersion") != API_VERSION:
-        raise CorruptCheckpoint(
-            f"unexpected checkpoint kind/apiVersion {inner.get('kind')}/{inner.get('apiVersion')}", path=path
-        )
+    if not isinstance(inner, dict):
+        raise CorruptCheckpoint("checkpoint Data is not a JSON object", path=path)
+    kind, api_version = inner.get("kind"), inner.get("apiVersion")
+    if kind != KIND or not isinstance(api_version, str) or not api_version.startswith(API_GROUP + "/"):
+        raise CorruptCheckpoint(f"unexpected checkpoint kind/apiVersion {kind}/{api_version}", path=path)
+    legacy = "ClaimInfoStateList" not in inner and "Entries" in inner
+    entries = inner.get("Entries" if legacy else "ClaimInfoStateList") or []
     claims: dict[str, ClaimInfo] = {}
-    for entry in inner.get("Entries") or []:
-        info = ClaimInfo(
-            claim_uid=entry["ClaimUID"],
-            claim_name=entry.get("ClaimName", ""),
-            namespace=entry.get("Namespace", ""),
-            pod_uids=set((entry.get("PodUIDs") or {}).keys()),
-            drivers={
-                driver: [_device_from_json(d) for d in (st or {}).get("Devices") or []]
-                for driver, st in (entry.get("DriverState") or {}).items()
-            },
-        )
-        claims[info.claim_uid] = info
-    return CheckpointState(boot_id=inner.get("BootID", ""), claims=claims)
+    try:
+        for entry in entries:
+            info = _claim_from_json(entry)
+            claims[info.claim_uid] = info
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise CorruptCheckpoint(f"checkpoint claim entry is malformed: {exc!r}", path=path) from exc
+    boot_id = inner.get("BootID") if legacy else None
+    return CheckpointState(boot_id=boot_id if isinstance(boot_id, str) else "", claims=claims, legacy=legacy)
+
+
+# --- files ---------------------------------------------------------------------------------------------
+
+
+def boot_id_path(path: Path) -> Path:
+    """Where the boot ID of the checkpoint at ``path`` is kept (beside it)."""
+    return path.with_name(path.name + BOOT_ID_SUFFIX)
 
 
 def write(path: Path, content: bytes) -> None:
@@ -185,15 +293,30 @@ def write(path: Path, content: bytes) -> None:
     atomic_write(path, content, mode=0o600)
 
 
+def write_boot_id(path: Path, boot_id: str) -> None:
+    """Record ``boot_id`` beside the checkpoint at ``path``; call after :func:`write`. Blocking."""
+    atomic_write(boot_id_path(path), (boot_id + "\n").encode(), mode=0o600)
+
+
 def read(path: Path) -> CheckpointState | None:
-    """The checkpoint at ``path``; ``None`` when there is none. Raises :class:`CorruptCheckpoint`."""
+    """The checkpoint at ``path``; ``None`` when there is none. Raises :class:`CorruptCheckpoint`.
+
+    The boot ID comes from the file beside it (an old-layout file's own boot ID when there is none).
+    """
     try:
         content = path.read_bytes()
     except FileNotFoundError:
         return None
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint: {exc}", path=str(path)) from exc
-    return decode(content, path=str(path))
+    state = decode(content, path=str(path))
+    try:
+        state.boot_id = boot_id_path(path).read_text().strip()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise CheckpointError(f"cannot read checkpoint boot ID: {exc}", path=str(path)) from exc
+    return state
 
 
 def read_boot_id(path: str) -> str:

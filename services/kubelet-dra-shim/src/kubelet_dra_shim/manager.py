@@ -39,7 +39,7 @@ from draflow_runtime.log import get_logger
 from draflow_runtime.workqueue import registered_collector
 
 from . import checkpoint
-from .checkpoint import CheckpointState, ClaimInfo, PreparedDevice
+from .checkpoint import ClaimInfo, PreparedDevice
 from .claimevents import ClaimEvents
 from .plugins import Plugin, PluginStore
 from .podclaims import check_claim_for_pod, claim_drivers, pod_claims
@@ -122,12 +122,17 @@ class NodeManager:
         self.tracer = tracer or trace.get_tracer(TRACER_NAME)
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
+        self._boot_id_saved = False  # the boot ID beside the checkpoint is this boot's
         self._lock = asyncio.Lock()
 
     # --- checkpoint -----------------------------------------------------------------------------------
 
     async def load(self) -> None:
-        """Restore the claims from the checkpoint. A corrupt checkpoint is an error (never ignored)."""
+        """Restore the claims from the checkpoint. A corrupt checkpoint is an error (never ignored).
+
+        A checkpoint in draflow's old ``Entries`` layout (which a kubelet reads as empty) is rewritten in
+        the kubelet's layout at once.
+        """
         state = await asyncio.to_thread(checkpoint.read, self.path)
         if state is None:
             return
@@ -143,10 +148,22 @@ class NodeManager:
             rebooted=self.rebooted,
             reprepare=not trust,
         )
+        if state.legacy:
+            await self._save()
+            log.warning(
+                "checkpoint migrated from the old Entries layout to the kubelet's",
+                node=self.node,
+                path=str(self.path),
+                claims=len(self.claims),
+                kubelet=checkpoint.KUBELET_VERSION,
+            )
 
     async def _save(self) -> None:
-        content = checkpoint.encode(CheckpointState(boot_id=self.boot_id, claims=self.claims))
+        content = checkpoint.encode(self.claims)
         await asyncio.to_thread(checkpoint.write, self.path, content)
+        if not self._boot_id_saved:  # after the checkpoint: a crash in between means re-prepare, not trust
+            await asyncio.to_thread(checkpoint.write_boot_id, self.path, self.boot_id)
+            self._boot_id_saved = True
 
     # --- queries ----------------------------------------------------------------------------------------
 
