@@ -1,9 +1,18 @@
 """A thin asyncio Kubernetes client that speaks plain dicts.
 
-Configuration (kubeconfig with client certificates, bearer tokens, CA data; in-cluster service account)
-and the HTTP session come from the official client's asyncio API (``kubernetes.aio``). Every request goes
-out raw through ``ApiClient.call_api`` and every answer is decoded with orjson, so objects are exactly the
-JSON the API server serves (see ``docs/benchmarks.md`` for why: model deserialization costs ~15x more).
+Configuration (kubeconfig with client certificates, bearer tokens, CA data; in-cluster service account),
+authentication headers and the HTTP connection pool come from the official client's asyncio API
+(``kubernetes.aio``). Every answer is decoded with orjson, so objects are exactly the JSON the API server
+serves (see ``docs/benchmarks.md`` for why: model deserialization costs ~15x more).
+
+Every request body (create, update, every patch type, server-side apply, subresources, the ``request``
+escape hatch) is encoded here, once, as canonical JSON (:func:`draflow_runtime.gojson.dumps`: the bytes
+Go's ``encoding/json`` writes). The official client would ``json.dumps`` it with ``", "``/``": "``
+separators and ASCII escapes, and the API server keeps raw JSON fields (``RawExtension``: opaque driver
+parameters) byte for byte: bytes it would not write itself make every later write of the object look
+like a change of an immutable field (``422 field is immutable``). So requests go out on the official
+client's connection pool directly (``ApiClient.param_serialize`` for URL and auth, then the pool's
+``request``), not through its ``RESTClientObject``, which re-encodes any body it is given.
 
 Non-2xx answers raise the typed ``ApiError`` subclasses of :mod:`draflow_runtime.errors`; connection
 failures raise ``TransportError``. Both keep the original error as ``__cause__``.
@@ -23,6 +32,7 @@ from kubernetes.aio import config as kube_config
 from kubernetes.aio.client import ApiClient, Configuration
 from multidict import CIMultiDict
 
+from . import gojson
 from .errors import TransportError, api_error_from_status
 
 __all__ = [
@@ -106,6 +116,10 @@ DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass
 DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False)
 
 
+# What the official client uses when a request has no timeout of its own.
+_DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=5 * 60)
+
+
 def _query(**params: Any) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in params.items() if v is not None and v is not False]
 
@@ -182,16 +196,20 @@ class KubeClient:
         content_type: str | None = None,
         client_timeout: aiohttp.ClientTimeout | None = None,
     ) -> aiohttp.ClientResponse:
-        """Send one request; return the open response (status not checked yet)."""
+        """Send one request; return the open response (status not checked yet).
+
+        ``body``: ``bytes`` go out as they are (already encoded), anything else as canonical JSON.
+        """
         headers: dict[str, str] = {"Accept": "application/json"}
-        if content_type:
-            headers["Content-Type"] = content_type
-        method, url, header_params, body, _ = await self._api.param_serialize(
+        data: bytes | None = None
+        if body is not None:
+            data = bytes(body) if isinstance(body, (bytes, bytearray)) else gojson.dumps(body)
+            headers["Content-Type"] = content_type or "application/json"
+        method, url, header_params, _, _ = await self._api.param_serialize(
             method=method,
             resource_path=path,
             query_params=query or None,
             header_params=headers,
-            body=body,
             auth_settings=["BearerToken"],
         )
         all_headers: CIMultiDict[str] = CIMultiDict(header_params)
@@ -200,13 +218,31 @@ class KubeClient:
             for group in self._impersonate_groups:
                 all_headers.add("Impersonate-Group", group)
         try:
-            resp = await self._api.call_api(
-                method, url, header_params=all_headers, body=body, _request_timeout=client_timeout,
-                _preload_content=False,
+            return await self._session().request(
+                method, url, headers=all_headers, data=data, timeout=client_timeout or _DEFAULT_TIMEOUT,
+                **self._connection_options(),
             )
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise TransportError(f"{method} {path}: {exc!r}") from exc
-        return resp.response
+
+    def _session(self) -> aiohttp.ClientSession:
+        """The official client's connection pool (TLS, proxy environment), created on first use."""
+        rest = self._api.rest_client
+        if rest.pool_manager is None:
+            rest.pool_manager = rest._create_pool_manager()
+        return rest.pool_manager
+
+    def _connection_options(self) -> dict[str, Any]:
+        """Per-request options the official client adds from its configuration (proxy, TLS SNI)."""
+        configuration = self._api.configuration
+        options: dict[str, Any] = {}
+        if configuration.tls_server_name:
+            options["server_hostname"] = configuration.tls_server_name
+        if configuration.proxy:
+            options["proxy"] = configuration.proxy
+        if configuration.proxy_headers:
+            options["proxy_headers"] = configuration.proxy_headers
+        return options
 
     async def _call(
         self,
@@ -241,7 +277,7 @@ class KubeClient:
         query: dict[str, Any] | list[tuple[str, Any]] | None = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
-        """Escape hatch: any request, JSON body in, decoded JSON out.
+        """Escape hatch: any request, JSON body in (``bytes``: already encoded), decoded JSON out.
 
         Raises ``ApiError`` subclasses and ``TransportError`` like every verb.
         """
@@ -338,7 +374,7 @@ class KubeClient:
         if patch_type == "apply" and not field_manager:
             raise ValueError("server-side apply needs a field_manager")
         query = _query(fieldManager=field_manager, force=(patch_type == "apply" and force) or None)
-        # An apply patch is YAML; JSON is YAML, so the dict goes out as JSON like the other types.
+        # An apply patch is YAML; JSON is YAML, so the body goes out as canonical JSON like the others.
         return await self._call(
             "PATCH",
             res.path(namespace, name, subresource),
