@@ -11,6 +11,8 @@ from draflow_protos.dra.v1 import api_pb2 as dra_v1
 from draflow_protos.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_protos.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
+from draflow_protos.drahealth.v1 import api_pb2 as health_v1
+from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
 from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from draflow_protos.inventory.v1 import inventory_pb2, inventory_pb2_grpc
@@ -82,6 +84,7 @@ PACKAGES = [
     pytest.param(dra_v1, "k8s.io.kubelet.pkg.apis.dra.v1", DRA_MESSAGES, id="dra-v1"),
     pytest.param(dra_v1beta1, "k8s.io.kubelet.pkg.apis.dra.v1beta1", DRA_V1BETA1_MESSAGES, id="dra-v1beta1"),
     pytest.param(health_v1alpha1, "v1alpha1", HEALTH_MESSAGES, id="drahealth-v1alpha1"),
+    pytest.param(health_v1, "v1", HEALTH_MESSAGES, id="drahealth-v1"),
     pytest.param(inventory_pb2, "draflow.inventory.v1", INVENTORY_MESSAGES, id="inventory-v1"),
 ]
 
@@ -110,6 +113,7 @@ def full_method_names(module) -> set[str]:
             "/k8s.io.kubelet.pkg.apis.dra.v1beta1.DRAPlugin/NodeUnprepareResources",
         }, id="dra-v1beta1"),
         pytest.param(health_v1alpha1, {"/v1alpha1.DRAResourceHealth/NodeWatchResources"}, id="health"),
+        pytest.param(health_v1, {"/v1.DRAResourceHealth/NodeWatchResources"}, id="health-v1"),
         pytest.param(
             inventory_pb2, {"/draflow.inventory.v1.Inventory/ListAndWatchResources"}, id="inventory",
         ),
@@ -151,16 +155,17 @@ def test_repeated_and_map_fields_have_upstream_shapes():
     assert not timeout.is_repeated
 
 
-def test_health_status_enum_values_match_upstream():
-    enum = health_v1alpha1.DESCRIPTOR.enum_types_by_name["HealthStatus"]
-    assert enum.full_name == "v1alpha1.HealthStatus"
+@pytest.mark.parametrize(("module", "package"), [(health_v1alpha1, "v1alpha1"), (health_v1, "v1")])
+def test_health_status_enum_values_match_upstream(module, package):
+    enum = module.DESCRIPTOR.enum_types_by_name["HealthStatus"]
+    assert enum.full_name == f"{package}.HealthStatus"
     assert {v.name: v.number for v in enum.values} == {"UNKNOWN": 0, "HEALTHY": 1, "UNHEALTHY": 2}
 
 
 def test_streaming_shapes():
-    watch = health_v1alpha1.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods_by_name[
-        "NodeWatchResources"]
-    assert watch.server_streaming and not watch.client_streaming
+    for module in (health_v1alpha1, health_v1):
+        watch = module.DESCRIPTOR.services_by_name["DRAResourceHealth"].methods_by_name["NodeWatchResources"]
+        assert watch.server_streaming and not watch.client_streaming
     law = inventory_pb2.DESCRIPTOR.services_by_name["Inventory"].methods_by_name["ListAndWatchResources"]
     assert law.server_streaming and not law.client_streaming
 
@@ -172,6 +177,7 @@ def test_streaming_shapes():
         (dra_v1_grpc, "DRAPluginServicer", "DRAPluginStub"),
         (dra_v1beta1_grpc, "DRAPluginServicer", "DRAPluginStub"),
         (health_v1alpha1_grpc, "DRAResourceHealthServicer", "DRAResourceHealthStub"),
+        (health_v1_grpc, "DRAResourceHealthServicer", "DRAResourceHealthStub"),
         (inventory_pb2_grpc, "InventoryServicer", "InventoryStub"),
     ],
 )

@@ -22,12 +22,22 @@ from draflow_protos.dra.v1 import api_pb2 as v1
 from draflow_protos.dra.v1 import api_pb2_grpc as v1_grpc
 from draflow_protos.dra.v1beta1 import api_pb2 as v1beta1
 from draflow_protos.dra.v1beta1 import api_pb2_grpc as v1beta1_grpc
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.drahealth.v1 import api_pb2 as health_v1
+from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime import tracing
 from draflow_runtime.kube import RESOURCE_CLAIMS
+
+HEALTH_V1 = "v1.DRAResourceHealth"
+HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
+HEALTH_BOTH = (HEALTH_V1, HEALTH_V1ALPHA1)
+_HEALTH_MODULES = {
+    HEALTH_V1: (health_v1, health_v1_grpc),
+    HEALTH_V1ALPHA1: (health_v1alpha1, health_v1alpha1_grpc),
+}
 
 CONFIG_FIELDS = {"apiVersion", "kind", "sharing"}
 SHARING_FIELDS = {"strategy", "timeSlicing"}
@@ -54,7 +64,7 @@ class FakeDriver:
         kube: Any,
         *,
         versions: tuple[str, ...] = ("v1.DRAPlugin", "v1beta1.DRAPlugin"),
-        health: bool = False,
+        health: tuple[str, ...] = (),
         socket_suffix: str = "",
         tracer_provider: Any = None,
     ) -> None:
@@ -64,7 +74,8 @@ class FakeDriver:
         self.reg_socket = registry_dir / f"{name}{socket_suffix}-reg.sock"
         self.dra_socket = plugins_dir / name / f"dra{socket_suffix}.sock"
         self.versions = versions
-        self.health = health
+        self.health = health  # DRAResourceHealth services advertised and served (e.g. HEALTH_BOTH)
+        self.health_streams: list[str] = []  # the service of every NodeWatchResources call received
         self.registrations: list[tuple[bool, str]] = []
         self.prepare_calls = 0
         self.device_health: dict[tuple[str, str], int] = {}
@@ -88,8 +99,9 @@ class FakeDriver:
         dra = grpc.aio.server(interceptors=self._interceptors)
         v1_grpc.add_DRAPluginServicer_to_server(_Dra(self, v1), dra)
         v1beta1_grpc.add_DRAPluginServicer_to_server(_Dra(self, v1beta1), dra)
-        if self.health:
-            health_grpc.add_DRAResourceHealthServicer_to_server(_Health(self), dra)
+        for service in self.health:
+            messages, grpc_module = _HEALTH_MODULES[service]
+            grpc_module.add_DRAResourceHealthServicer_to_server(_Health(self, service, messages), dra)
         dra.add_insecure_port(f"unix:{self.dra_socket}")
         await dra.start()
         reg = grpc.aio.server()
@@ -157,7 +169,7 @@ class _Registration(reg_grpc.RegistrationServicer):
         self.d = driver
 
     async def GetInfo(self, request: Any, context: Any) -> Any:
-        versions = list(self.d.versions) + (["v1alpha1.DRAResourceHealth"] if self.d.health else [])
+        versions = list(self.d.versions) + list(self.d.health)
         return reg_pb2.PluginInfo(
             type="DRAPlugin", name=self.d.name, endpoint=str(self.d.dra_socket), supported_versions=versions
         )
@@ -201,17 +213,20 @@ class _Dra:
         return resp
 
 
-class _Health(health_grpc.DRAResourceHealthServicer):
-    def __init__(self, driver: FakeDriver) -> None:
+class _Health:
+    def __init__(self, driver: FakeDriver, service: str, messages: Any) -> None:
         self.d = driver
+        self.service = service
+        self.m = messages
 
     async def NodeWatchResources(self, request: Any, context: Any) -> Any:
+        self.d.health_streams.append(self.service)
         while True:
             self.d._health_changed.clear()
-            yield health_pb2.NodeWatchResourcesResponse(
+            yield self.m.NodeWatchResourcesResponse(
                 devices=[
-                    health_pb2.DeviceHealth(
-                        device=health_pb2.DeviceIdentifier(pool_name=p, device_name=d),
+                    self.m.DeviceHealth(
+                        device=self.m.DeviceIdentifier(pool_name=p, device_name=d),
                         health=state,
                         health_check_timeout_seconds=60,
                     )

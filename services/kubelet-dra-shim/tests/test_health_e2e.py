@@ -1,5 +1,5 @@
 """Device health end to end: the real reference-driver process (its health control file) → the shim's
-DRAResourceHealth stream → ``containerStatuses[].allocatedResourcesStatus`` in the real kube-apiserver.
+v1.DRAResourceHealth stream → ``containerStatuses[].allocatedResourcesStatus`` in the real kube-apiserver.
 
 kube-apiserver drops ``allocatedResourcesStatus`` unless the ``ResourceHealthStatus`` feature gate is on
 (``dropDisabledPodStatusFields``; Alpha/off 1.31-1.35, Beta/on since 1.36) and ``message`` unless
@@ -77,7 +77,9 @@ async def test_unhealthy_device_shows_in_allocated_resources_status_and_recovers
     try:
         store = fleet.nodes[node].store
         plugins = await eventually(lambda: _registered(store), within=60)
-        assert plugins[0].health, "the reference driver advertises v1alpha1.DRAResourceHealth"
+        # The reference driver advertises v1 and v1alpha1; like kubelet v1.37.1 the shim takes v1, so what
+        # follows runs over the v1 stream.
+        assert plugins[0].health_service == "v1.DRAResourceHealth"
 
         ns = await make_namespace("shimh")
         cls = await device_class(kube, DRIVER)

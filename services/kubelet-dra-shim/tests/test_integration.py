@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from fakedriver import FakeDriver
+from fakedriver import HEALTH_BOTH, FakeDriver
 from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
 
 from draflow_runtime.errors import NotFound
@@ -83,7 +83,7 @@ async def env(kube: KubeClient, short_dir: Path, shim_identity: ServiceIdentity)
     node = f"shim-{uuid.uuid4().hex[:6]}"
     (short_dir / "boot_id").write_text("boot-1\n")
     d = short_dir / node
-    driver = FakeDriver(DRIVER, d / "plugins_registry", d / "plugins", d / "cdi", kube, health=True)
+    driver = FakeDriver(DRIVER, d / "plugins_registry", d / "plugins", d / "cdi", kube, health=HEALTH_BOTH)
     await driver.start()
     e = Env(kube, shim_identity.kube, short_dir, node, driver)
     try:

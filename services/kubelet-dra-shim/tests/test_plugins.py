@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from fakedriver import FakeDriver
+from fakedriver import HEALTH_V1ALPHA1, FakeDriver
 
 from kubelet_dra_shim.plugins import PluginStore, PluginWatcher, choose_version
 
@@ -32,14 +32,14 @@ def _driver(root: Path, name: str = "gpu.test", **kw: object) -> FakeDriver:
 async def test_registers_a_driver_and_tells_it(short_dir: Path) -> None:
     store = PluginStore()
     watcher = PluginWatcher("n", short_dir / "reg", store)
-    driver = _driver(short_dir, versions=("v1beta1.DRAPlugin",), health=True)
+    driver = _driver(short_dir, versions=("v1beta1.DRAPlugin",), health=(HEALTH_V1ALPHA1,))
     await driver.start()
     try:
         await watcher.sync()
         plugin = store.get("gpu.test")
         assert plugin is not None
         assert plugin.version == "v1beta1.DRAPlugin"
-        assert plugin.health
+        assert plugin.health_service == "v1alpha1.DRAResourceHealth"
         assert plugin.endpoint == str(driver.dra_socket)
         assert driver.registrations == [(True, "")]
     finally:

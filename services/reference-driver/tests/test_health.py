@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb
+from draflow_protos.drahealth.v1 import api_pb2 as health_pb
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
 from reference_driver.health import (
     HealthControl,
     HealthFileError,
@@ -47,6 +48,11 @@ def test_control_file_changes_are_picked_up(tmp_path):
         ("node-1", "gpu-2", health_pb.HEALTHY),
     ]
     assert all(d.health_check_timeout_seconds == 30 and d.last_updated_time > 0 for d in response.devices)
+    old = health_response(POOL, control, timeout_seconds=30, pb=health_v1alpha1)  # the same, in v1alpha1
+    assert old.DESCRIPTOR.full_name == "v1alpha1.NodeWatchResourcesResponse"
+    assert [(d.device.device_name, d.health) for d in old.devices] == [
+        (d.device.device_name, d.health) for d in response.devices
+    ]
     control.path.write_text("{broken")
     os.utime(control.path, ns=(5, 5))
     assert control.poll() is False

@@ -23,8 +23,10 @@ from draflow_protos.dra.v1 import api_pb2 as dra_v1
 from draflow_protos.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_protos.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.drahealth.v1 import api_pb2 as health_v1
+from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
@@ -161,7 +163,7 @@ async def test_get_info_returns_the_plugin_info_the_kubelet_expects(driver):
     assert info.endpoint == str(driver.root / "plugins" / DRIVER / "dra.sock")
     assert os.path.isabs(info.endpoint)
     assert list(info.supported_versions) == [
-        "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth"]
+        "v1.DRAPlugin", "v1beta1.DRAPlugin", "v1.DRAResourceHealth", "v1alpha1.DRAResourceHealth"]
     assert driver.node.paths.registration_socket == driver.root / "registry" / f"{DRIVER}-reg.sock"
 
     await stub.NotifyRegistrationStatus(reg_pb.RegistrationStatus(plugin_registered=True))
@@ -290,7 +292,14 @@ async def test_prepared_claims_survive_a_driver_restart(kube, make_namespace, de
 # -- streams ----------------------------------------------------------------------------------------------
 
 
-async def test_health_stream_reflects_the_control_file(driver):
+@pytest.mark.parametrize(
+    ("health_pb", "health_grpc"),
+    [
+        pytest.param(health_v1, health_v1_grpc, id="v1"),
+        pytest.param(health_v1alpha1, health_v1alpha1_grpc, id="v1alpha1"),
+    ],
+)
+async def test_health_stream_reflects_the_control_file(driver, health_pb, health_grpc):
     stream = health_grpc.DRAResourceHealthStub(driver.channel()).NodeWatchResources(
         health_pb.NodeWatchResourcesRequest())
     try:

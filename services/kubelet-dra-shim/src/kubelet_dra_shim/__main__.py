@@ -89,7 +89,7 @@ def _plugins_handler(fleet: Fleet):  # type: ignore[no-untyped-def]
     async def handler(request: web.Request) -> web.Response:
         out = {
             name: {
-                p.driver: {"endpoint": p.endpoint, "version": p.version, "health": p.health}
+                p.driver: {"endpoint": p.endpoint, "version": p.version, "health": p.health_service}
                 for p in sorted(node.store.all(), key=lambda p: p.seq)
             }
             for name, node in fleet.nodes.items()

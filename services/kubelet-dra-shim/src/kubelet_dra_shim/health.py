@@ -1,7 +1,9 @@
-"""Device health from the drivers' ``v1alpha1.DRAResourceHealth/NodeWatchResources`` streams.
+"""Device health from the drivers' ``DRAResourceHealth/NodeWatchResources`` streams.
 
-For every registered plugin that advertised the health service, one task keeps the stream open
-(reconnecting every 5 s while the plugin stays registered). Each message is the full list of the
+For every registered plugin that advertised a health service, one task keeps the stream open on the
+version negotiated at registration (``v1.DRAResourceHealth``, else ``v1alpha1.DRAResourceHealth``: kubelet
+v1.37.1's order; the two versions' messages are the same), reconnecting every 5 s while the plugin stays
+registered. Each message is the full list of the
 driver's devices; devices whose status changed are reported through ``on_change(node, driver)`` so the
 pods using them get their ``allocatedResourcesStatus`` rewritten. A device not reported for its
 ``health_check_timeout_seconds`` (default 30 s) is Unknown; when a stream ends the driver's entries are
@@ -18,17 +20,21 @@ from dataclasses import dataclass
 
 import grpc
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.drahealth.v1 import api_pb2 as health_v1
+from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from draflow_runtime.log import get_logger
 
-from .plugins import Plugin, PluginStore
+from .plugins import HEALTH_V1, HEALTH_V1ALPHA1, Plugin, PluginStore
 
 log = get_logger(__name__)
 
 RETRY_INTERVAL = 5.0
 DEFAULT_TIMEOUT = 30
-_NAMES = {health_pb2.HEALTHY: "Healthy", health_pb2.UNHEALTHY: "Unhealthy", health_pb2.UNKNOWN: "Unknown"}
+# Both versions number HealthStatus alike (UNKNOWN 0, HEALTHY 1, UNHEALTHY 2).
+_NAMES = {health_v1.HEALTHY: "Healthy", health_v1.UNHEALTHY: "Unhealthy", health_v1.UNKNOWN: "Unknown"}
+_MODULES = {HEALTH_V1: (health_v1, health_v1_grpc), HEALTH_V1ALPHA1: (health_v1alpha1, health_v1alpha1_grpc)}
 
 
 @dataclass
@@ -94,10 +100,13 @@ class NodeHealth:
         return bool(keys)
 
     async def _watch(self, plugin: Plugin) -> None:
+        messages, grpc_module = _MODULES[plugin.health_service]
+        service = plugin.health_service
+        log.info("watching device health", node=self.node, driver=plugin.driver, service=service)
         while True:
             try:
-                stub = health_grpc.DRAResourceHealthStub(plugin.channel)
-                async for msg in stub.NodeWatchResources(health_pb2.NodeWatchResourcesRequest()):
+                stub = grpc_module.DRAResourceHealthStub(plugin.channel)
+                async for msg in stub.NodeWatchResources(messages.NodeWatchResourcesRequest()):
                     devices = [
                         (
                             d.device.pool_name,
@@ -114,7 +123,12 @@ class NodeHealth:
                 raise
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    log.info("driver has no health service", node=self.node, driver=plugin.driver)
+                    log.info(
+                        "driver has no health service",
+                        node=self.node,
+                        driver=plugin.driver,
+                        service=plugin.health_service,
+                    )
                     return
                 log.debug("health stream ended", node=self.node, driver=plugin.driver, error=exc.code().name)
             except Exception:

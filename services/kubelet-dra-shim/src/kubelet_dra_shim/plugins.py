@@ -3,8 +3,10 @@
 A driver announces itself by creating ``<registry dir>/<driver>[-<uid>]-reg.sock`` serving the kubelet
 ``pluginregistration.Registration`` service. For each socket that appears the watcher calls ``GetInfo``,
 checks the type (``DRAPlugin``), picks the first entry of the plugin's ``supported_versions`` that the
-shim speaks (``v1.DRAPlugin``, then ``v1beta1.DRAPlugin``), adds the endpoint to the :class:`PluginStore`
-and answers ``NotifyRegistrationStatus`` (registered, or not with the reason). A socket that disappears
+shim speaks (``v1.DRAPlugin``, then ``v1beta1.DRAPlugin``) and, optionally, the health service the way
+kubelet v1.37 negotiates it (``v1.DRAResourceHealth`` if the plugin lists it, else
+``v1alpha1.DRAResourceHealth``, else none), adds the endpoint to the :class:`PluginStore` and answers
+``NotifyRegistrationStatus`` (registered, or not with the reason). A socket that disappears
 deregisters its plugin; a socket that is replaced (new inode: the driver restarted) is registered again.
 
 Several endpoints of one driver may be registered at once (rolling update with per-pod socket names):
@@ -47,7 +49,10 @@ V1 = "v1.DRAPlugin"
 V1BETA1 = "v1beta1.DRAPlugin"
 #: What the shim speaks, in order of preference (the kubelet's list).
 SUPPORTED_VERSIONS: tuple[str, ...] = (V1, V1BETA1)
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
+HEALTH_V1 = "v1.DRAResourceHealth"
+HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
+#: The DRAResourceHealth services the shim speaks, most preferred first (kubelet v1.37.1's list and order).
+HEALTH_SERVICES: tuple[str, ...] = (HEALTH_V1, HEALTH_V1ALPHA1)
 REGISTRATION_SUFFIX = "-reg.sock"
 
 _MODULES = {V1: (dra_v1, dra_v1_grpc), V1BETA1: (dra_v1beta1, dra_v1beta1_grpc)}
@@ -71,8 +76,16 @@ def choose_version(plugin_versions: Sequence[str]) -> str | None:
     return None
 
 
-def validate_info(info: Any) -> tuple[str, bool]:
-    """Check a ``PluginInfo``; return (chosen DRA service version, health supported) or raise ValueError."""
+def choose_health_service(plugin_versions: Sequence[str]) -> str:
+    """The health service to watch: the first of :data:`HEALTH_SERVICES` the plugin lists, else ""."""
+    for service in HEALTH_SERVICES:
+        if service in plugin_versions:
+            return service
+    return ""
+
+
+def validate_info(info: Any) -> tuple[str, str]:
+    """Check a ``PluginInfo``; return (DRA service, health service or "") or raise ValueError."""
     if info.type != PLUGIN_TYPE:
         raise ValueError(f"plugin type {info.type!r} is not {PLUGIN_TYPE!r}")
     if not info.name:
@@ -87,7 +100,7 @@ def validate_info(info: Any) -> tuple[str, bool]:
             f"none of the plugin's versions {list(info.supported_versions)} is supported "
             f"(supported: {list(SUPPORTED_VERSIONS)})"
         )
-    return version, HEALTH_SERVICE in info.supported_versions
+    return version, choose_health_service(info.supported_versions)
 
 
 @dataclass(eq=False)
@@ -97,7 +110,7 @@ class Plugin:
     driver: str
     endpoint: str
     version: str
-    health: bool
+    health_service: str  # the negotiated DRAResourceHealth service, "" when the plugin has none
     registration_socket: str
     seq: int = field(default_factory=lambda: next(_sequence))
     registered_at: float = field(default_factory=time.time)
@@ -109,6 +122,10 @@ class Plugin:
         if self._channel is None:
             self._channel = grpc.aio.insecure_channel(f"unix:{self.endpoint}")
         return self._channel
+
+    @property
+    def health(self) -> bool:
+        return bool(self.health_service)
 
     @property
     def messages(self) -> Any:
@@ -298,7 +315,7 @@ class PluginWatcher:
             driver=plugin.driver,
             endpoint=plugin.endpoint,
             version=plugin.version,
-            health=plugin.health,
+            health=plugin.health_service or "none",
         )
         return plugin
 

@@ -1,4 +1,5 @@
-"""The gRPC face of one node: registration, DRAPlugin v1 + v1beta1, DRAResourceHealth, Inventory.
+"""The gRPC face of one node: registration, DRAPlugin v1 + v1beta1, DRAResourceHealth v1 + v1alpha1,
+Inventory.
 
 One ``grpc.aio`` server per node listens on two unix sockets, the registration socket
 ``<registry dir>/<driver>-reg.sock`` (what the kubelet's plugin watcher dials) and the service socket
@@ -30,8 +31,10 @@ from draflow_protos.dra.v1 import api_pb2 as dra_v1
 from draflow_protos.dra.v1 import api_pb2_grpc as dra_v1_grpc
 from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_protos.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
+from draflow_protos.drahealth.v1 import api_pb2 as health_v1
+from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
+from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
+from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
@@ -42,11 +45,18 @@ from reference_driver.node import NodeDriver
 log = get_logger(__name__)
 
 PLUGIN_TYPE = "DRAPlugin"
-SUPPORTED_VERSIONS = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
+# What upstream's v0.37.1 kubeletplugin helper advertises with health on: the DRA service versions, then the
+# health services (kubelet v1.37 watches v1.DRAResourceHealth, older kubelets v1alpha1).
+SUPPORTED_VERSIONS = (
+    "v1.DRAPlugin",
+    "v1beta1.DRAPlugin",
+    "v1.DRAResourceHealth",
+    "v1alpha1.DRAResourceHealth",
+)
 
 # Long-lived streams get no span: a span lasting for the life of a connection tells nothing, and
 # OpenTelemetry's aio stream wrapper logs "Failed to detach context" when the client cancels the stream.
-_UNTRACED = ("/v1alpha1.DRAResourceHealth/", "/draflow.inventory.v1.Inventory/")
+_UNTRACED = ("/v1.DRAResourceHealth/", "/v1alpha1.DRAResourceHealth/", "/draflow.inventory.v1.Inventory/")
 _interceptors: list[Any] | None = None
 
 
@@ -140,22 +150,31 @@ class DRAPluginV1beta1(_DRAPlugin, dra_v1beta1_grpc.DRAPluginServicer):
     with_share_id = False
 
 
-class ResourceHealth(health_grpc.DRAResourceHealthServicer):
-    """Full device list on connect, after every change, and at least every ``resend_interval``."""
+class _ResourceHealth:
+    """Full device list on connect, after every change, and at least every ``resend_interval``, for one
+    proto version (v1 or v1alpha1: the same messages in another package)."""
+
+    pb: ModuleType
 
     def __init__(self, node: NodeDriver, resend_interval: float) -> None:
         self.node = node
         self.resend_interval = resend_interval
 
-    async def NodeWatchResources(  # type: ignore[override]
-        self, request: health_pb.NodeWatchResourcesRequest, context: Any
-    ) -> AsyncIterator[health_pb.NodeWatchResourcesResponse]:
+    async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
         while True:
             seen = self.node.changes.revision
-            yield self.node.health_response()
+            yield self.node.health_response(self.pb)
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.resend_interval):
                     await self.node.changes.wait(seen)
+
+
+class ResourceHealthV1(_ResourceHealth, health_v1_grpc.DRAResourceHealthServicer):
+    pb = health_v1
+
+
+class ResourceHealthV1alpha1(_ResourceHealth, health_v1alpha1_grpc.DRAResourceHealthServicer):
+    pb = health_v1alpha1
 
 
 class Inventory(inv_grpc.InventoryServicer):
@@ -199,8 +218,11 @@ class NodeServer:
         reg_grpc.add_RegistrationServicer_to_server(Registration(node), self.server)
         dra_v1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1(node), self.server)
         dra_v1beta1_grpc.add_DRAPluginServicer_to_server(DRAPluginV1beta1(node), self.server)
-        health_grpc.add_DRAResourceHealthServicer_to_server(
-            ResourceHealth(node, health_resend_interval), self.server
+        health_v1_grpc.add_DRAResourceHealthServicer_to_server(
+            ResourceHealthV1(node, health_resend_interval), self.server
+        )
+        health_v1alpha1_grpc.add_DRAResourceHealthServicer_to_server(
+            ResourceHealthV1alpha1(node, health_resend_interval), self.server
         )
         inv_grpc.add_InventoryServicer_to_server(Inventory(node), self.server)
         self._bound: list[Path] = []

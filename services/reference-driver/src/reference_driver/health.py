@@ -10,9 +10,9 @@ file is polled (see ``--poll-interval``); an invalid file is logged and the prev
 atomically (temp file + rename) to avoid reading half of it.
 
 Health is reported two ways: ``DRAResourceHealth.NodeWatchResources`` (:func:`health_response`, the full
-device list per message) and, with ``--taint-unhealthy-devices``, as a ``<driver>/unhealthy`` NoSchedule
-taint on the device in the inventory stream (:func:`apply_health_taints`), so slice-publisher publishes it
-and the allocator avoids the device.
+device list per message, served as ``v1.DRAResourceHealth`` and ``v1alpha1.DRAResourceHealth``) and, with
+``--taint-unhealthy-devices``, as a ``<driver>/unhealthy`` NoSchedule taint on the device in the inventory
+stream (:func:`apply_health_taints`), so slice-publisher publishes it and the allocator avoids the device.
 """
 
 from __future__ import annotations
@@ -22,8 +22,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb
+# The HealthStatus values are the same in v1 and v1alpha1 (UNKNOWN 0, HEALTHY 1, UNHEALTHY 2).
+from draflow_protos.drahealth.v1 import api_pb2 as health_pb
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_runtime.log import get_logger
 
@@ -102,16 +105,17 @@ class HealthControl:
 
 
 def health_response(
-    pool: inv.Pool, control: HealthControl, timeout_seconds: int
-) -> health_pb.NodeWatchResourcesResponse:
-    """Every device of the pool with its health (the full list, as the kubelet expects)."""
+    pool: inv.Pool, control: HealthControl, timeout_seconds: int, pb: ModuleType = health_pb
+) -> Any:
+    """Every device of the pool with its health (the full list, as the kubelet expects), as a
+    ``NodeWatchResourcesResponse`` of the ``api_pb2`` module ``pb`` (dra-health v1 or v1alpha1)."""
     now = int(time.time())
-    response = health_pb.NodeWatchResourcesResponse()
+    response = pb.NodeWatchResourcesResponse()
     for device in pool.devices:
         status = control.status(device.name)
-        response.devices.append(health_pb.DeviceHealth(
-            device=health_pb.DeviceIdentifier(pool_name=pool.name, device_name=device.name),
-            health=status.health,  # type: ignore[arg-type]
+        response.devices.append(pb.DeviceHealth(
+            device=pb.DeviceIdentifier(pool_name=pool.name, device_name=device.name),
+            health=status.health,
             last_updated_time=now,
             health_check_timeout_seconds=timeout_seconds,
             message=status.message,

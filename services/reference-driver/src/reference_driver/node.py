@@ -13,11 +13,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from prometheus_client import Counter, Histogram
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_runtime.errors import ApiError, NotFound, TransportError
 from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
@@ -174,8 +174,9 @@ class NodeDriver:
             revision=self.changes.revision,
         )
 
-    def health_response(self) -> health_pb.NodeWatchResourcesResponse:
-        return health.health_response(self.pool(), self.health, self.health_check_timeout_seconds)
+    def health_response(self, pb: ModuleType) -> Any:
+        """The health stream's message in the ``api_pb2`` module ``pb`` (dra-health v1 or v1alpha1)."""
+        return health.health_response(self.pool(), self.health, self.health_check_timeout_seconds, pb)
 
     # -- prepare / unprepare ---------------------------------------------------------------------------
 
