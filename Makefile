@@ -24,8 +24,9 @@ protos: sync ## Regenerate the gRPC/protobuf code from protos/ into libs/draflow
 	@$(UV) run --frozen python hack/gen_protos.py
 
 .PHONY: verify-protos
-verify-protos: sync ## Fail if the checked-in generated code differs from what protos/ generates
+verify-protos: sync ## Fail if the generated code is stale or a kubelet proto differs from the pinned upstream's
 	@$(UV) run --frozen python hack/gen_protos.py --check
+	@$(UV) run --frozen python hack/upstream_protos.py
 
 .PHONY: docs
 docs: sync ## Regenerate docs/configuration.md from the services' settings classes

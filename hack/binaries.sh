@@ -9,6 +9,7 @@
 #
 # Usage: hack/binaries.sh [ensure] [NAME...]   build what is missing (default: the test set)
 #        hack/binaries.sh path NAME            print the cached path (no build)
+#        hack/binaries.sh go                   print the Go toolchain these builds use (installed if needed)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -183,6 +184,7 @@ DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-check
 cmd=${1:-ensure}
 case $cmd in
   path) bin_path "$2" ;;
+  go) go_cmd ;;
   ensure)
     shift || true
     names=("$@")
