@@ -26,7 +26,6 @@ import contextlib
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -37,157 +36,13 @@ import pytest
 from draflow_cli.trace import fetch_trace, trace_id_of
 from draflow_runtime import lifecycle
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import (
-    DEVICE_CLASSES,
-    NODES,
-    PODS,
-    RESOURCE_CLAIM_TEMPLATES,
-    RESOURCE_CLAIMS,
-    RESOURCE_SLICES,
-    KubeClient,
-)
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_testenv.fleetflow import ServiceFlow, eventually
 
 pytestmark = pytest.mark.integration
 
-DRIVER = "gpu.draflow.example"
-NODES_IN_FLEET = 2
 LIFECYCLE = ["created", "allocated", "prepared", "unprepared", "deallocated"]
 TRACED_SERVICES = {"claim-controller", "structured-allocator", "kubelet-dra-shim", "reference-driver"}
-WAIT = 120.0  # generous: a shared 2-core machine
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], what: str, within: float = WAIT, interval: float = 0.5,
-    check: Callable[[], None] | None = None, strict: bool = True,
-) -> Any:
-    """Poll ``probe`` until it returns something truthy; ``check`` (e.g. every service alive) each round.
-    On timeout: fail (``strict``) or return the last value, for the caller's more telling assertion."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        if check is not None:
-            check()
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    if strict:
-        pytest.fail(f"timed out waiting for {what}; last: {last!r}")
-    return last
-
-
-class Flow:
-    """The running services and what the test needs to reach them."""
-
-    def __init__(self, testenv: Any, kube: KubeClient, ns: str, suffix: str) -> None:
-        self.testenv = testenv
-        self.kube = kube
-        self.ns = ns
-        self.prefix = f"wf-{suffix}-"
-        self.nodes = [f"{self.prefix}{i}" for i in range(NODES_IN_FLEET)]
-        self.scheduler = f"draflow-wf-{suffix}"
-        self.device_class = f"wf-{suffix}.gpu.draflow.example"
-        self.procs: list[Any] = []
-
-    def alive(self) -> None:
-        dead = [p.name for p in self.procs if not p.running]
-        assert not dead, f"exited: {dead}; logs in {self.testenv.logs_dir}"
-
-    async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path) -> None:
-        bin_dir = Path(sys.executable).parent
-        common = ["--nats-url", self.testenv.nats_url, "--http-port", "0", "--log-format", "json"]
-        fleet_nodes = ["--node-count", str(NODES_IN_FLEET), "--node-name-prefix", self.prefix,
-                       "--fleet-root", str(fleet)]
-        runs = [
-            ("reference-driver", [*fleet_nodes, "--gpu-count", "4"]),
-            ("kubelet-dra-shim", fleet_nodes),
-            ("slice-publisher", ["--fleet-root", str(fleet)]),
-            ("claim-controller", ["--namespace", self.ns]),
-            ("structured-allocator", ["--scheduler-names", self.scheduler]),
-        ]
-        # Spans reach Jaeger within a fraction of a second instead of the default 5 s batches.
-        env = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
-        for service, args in runs:
-            self.procs.append(await run_service(
-                [str(bin_dir / service), *common, *args], env=env, name=f"{service}-{self.prefix}"))
-
-    async def wait_nodes_ready(self) -> None:
-        async def ready() -> bool:
-            ok = 0
-            for node in self.nodes:
-                try:
-                    obj = await self.kube.get(NODES, node)
-                except NotFound:
-                    return False
-                conditions = (obj.get("status") or {}).get("conditions") or ()
-                if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
-                    ok += 1
-                if (obj.get("spec") or {}).get("taints"):
-                    # no node-lifecycle controller here: drop a not-ready taint the way it would
-                    with contextlib.suppress(Exception):
-                        await self.kube.patch(NODES, node, {"spec": {"taints": None}})
-                    return False
-            if ok < len(self.nodes):
-                return False
-            slices = (await self.kube.list(RESOURCE_SLICES)).get("items") or []
-            published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == DRIVER}
-            return set(self.nodes) <= published
-
-        await eventually(ready, "both nodes Ready with ResourceSlices", check=self.alive)
-
-    async def create_objects(self) -> None:
-        await self.kube.create(DEVICE_CLASSES, {
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-            "metadata": {"name": self.device_class},
-            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
-        })
-        await self.kube.create(RESOURCE_CLAIM_TEMPLATES, {
-            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "one-gpu"},
-            "spec": {"spec": {"devices": {"requests": [
-                {"name": "gpu", "exactly": {"deviceClassName": self.device_class}}]}}},
-        }, namespace=self.ns)
-
-    async def create_pod(self, name: str) -> None:
-        await self.kube.create(PODS, {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-            "spec": {
-                "schedulerName": self.scheduler,
-                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [{"matchExpressions": [
-                        {"key": "kubernetes.io/hostname", "operator": "In", "values": self.nodes}]}]}}},
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
-                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                                "resources": {"claims": [{"name": "gpu"}]}}],
-            },
-        }, namespace=self.ns)
-
-    async def wait_running(self, name: str) -> dict[str, Any]:
-        async def running() -> dict[str, Any] | None:
-            pod = await self.kube.get(PODS, name, namespace=self.ns)
-            return pod if (pod.get("status") or {}).get("phase") == "Running" else None
-
-        pod: dict[str, Any] = await eventually(running, f"pod {name} Running", check=self.alive)
-        assert pod["spec"]["nodeName"] in self.nodes
-        return pod
-
-    async def claim_of(self, pod: dict[str, Any]) -> dict[str, Any]:
-        (status,) = pod["status"]["resourceClaimStatuses"]
-        claim: dict[str, Any] = await self.kube.get(RESOURCE_CLAIMS, status["resourceClaimName"],
-                                                    namespace=self.ns)
-        return claim
-
-    async def stop(self) -> None:
-        for proc in reversed(self.procs):
-            await proc.stop()
-
-    async def clean_up(self) -> None:
-        for node in self.nodes:
-            with contextlib.suppress(NotFound):
-                await self.kube.delete(NODES, node)
-            await self.kube.delete_collection(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}")
-        with contextlib.suppress(NotFound):
-            await self.kube.delete(DEVICE_CLASSES, self.device_class)
 
 
 def _tag(span: dict[str, Any], key: str) -> Any:
@@ -278,7 +133,7 @@ async def test_whole_flow_traces_history_and_a_nats_outage(
     run_service: Callable[..., Awaitable[Any]],
 ) -> None:
     ns = await make_namespace("wf")
-    flow = Flow(testenv, kube, ns, ns.rpartition("-")[2])
+    flow = ServiceFlow(testenv, kube, ns, ns.rpartition("-")[2])
     fleet = Path(tempfile.mkdtemp(prefix="dwf-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
     try:
         await flow.start(run_service, fleet)

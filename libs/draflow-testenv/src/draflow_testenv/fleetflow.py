@@ -1,0 +1,185 @@
+"""The five services as processes on a small simulated fleet, for end-to-end tests on the real environment.
+
+``ServiceFlow`` starts reference-driver, kubelet-dra-shim and slice-publisher in fleet mode for a few
+nodes of its own, claim-controller for one namespace and structured-allocator for one scheduler name,
+so a test cannot touch another test's objects on the shared environment. Pods it creates ask for its
+nodes by affinity and name its scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import (
+    DEVICE_CLASSES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
+
+DRIVER = "gpu.draflow.example"
+WAIT = 120.0  # generous: a shared 2-core machine
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[Any]], what: str, within: float = WAIT, interval: float = 0.5,
+    check: Callable[[], None] | None = None, strict: bool = True,
+) -> Any:
+    """Poll ``probe`` until it returns something truthy; ``check`` (e.g. every service alive) each round.
+    On timeout: raise AssertionError (``strict``) or return the last value, for the caller's more telling
+    assertion."""
+    deadline = time.monotonic() + within
+    last: Any = None
+    while time.monotonic() < deadline:
+        if check is not None:
+            check()
+        last = await probe()
+        if last:
+            return last
+        await asyncio.sleep(interval)
+    if strict:
+        raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
+    return last
+
+
+class ServiceFlow:
+    """The running services and what a test needs to reach them."""
+
+    def __init__(self, testenv: Any, kube: KubeClient, ns: str, suffix: str, *, nodes: int = 2,
+                 gpus: int = 4) -> None:
+        self.testenv = testenv
+        self.kube = kube
+        self.ns = ns
+        self.prefix = f"wf-{suffix}-"
+        self.nodes = [f"{self.prefix}{i}" for i in range(nodes)]
+        self.gpus = gpus
+        self.scheduler = f"draflow-wf-{suffix}"
+        self.device_class = f"wf-{suffix}.gpu.draflow.example"
+        self.fleet: Path | None = None
+        self.procs: list[Any] = []
+
+    def alive(self) -> None:
+        dead = [p.name for p in self.procs if not p.running]
+        assert not dead, f"exited: {dead}; logs in {self.testenv.logs_dir}"
+
+    async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path) -> None:
+        """Start the five services; ``fleet`` is the nodes' root directory (keep it short: unix socket
+        paths are at most 107 bytes)."""
+        self.fleet = fleet
+        bin_dir = Path(sys.executable).parent
+        common = ["--nats-url", self.testenv.nats_url, "--http-port", "0", "--log-format", "json"]
+        fleet_nodes = ["--node-count", str(len(self.nodes)), "--node-name-prefix", self.prefix,
+                       "--fleet-root", str(fleet)]
+        runs = [
+            ("reference-driver", [*fleet_nodes, "--gpu-count", str(self.gpus)]),
+            ("kubelet-dra-shim", fleet_nodes),
+            ("slice-publisher", ["--fleet-root", str(fleet)]),
+            ("claim-controller", ["--namespace", self.ns]),
+            ("structured-allocator", ["--scheduler-names", self.scheduler]),
+        ]
+        # Spans reach Jaeger within a fraction of a second instead of the default 5 s batches.
+        env = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
+        for service, args in runs:
+            self.procs.append(await run_service(
+                [str(bin_dir / service), *common, *args], env=env, name=f"{service}-{self.prefix}"))
+
+    def cdi_root(self, node: str) -> Path:
+        """Where the reference driver writes ``node``'s CDI spec files."""
+        assert self.fleet is not None, "start() first"
+        return self.fleet / node / "cdi"
+
+    async def wait_nodes_ready(self) -> None:
+        async def ready() -> bool:
+            ok = 0
+            for node in self.nodes:
+                try:
+                    obj = await self.kube.get(NODES, node)
+                except NotFound:
+                    return False
+                conditions = (obj.get("status") or {}).get("conditions") or ()
+                if any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+                    ok += 1
+                if (obj.get("spec") or {}).get("taints"):
+                    # no node-lifecycle controller here: drop a not-ready taint the way it would
+                    with contextlib.suppress(Exception):
+                        await self.kube.patch(NODES, node, {"spec": {"taints": None}})
+                    return False
+            if ok < len(self.nodes):
+                return False
+            slices = (await self.kube.list(RESOURCE_SLICES)).get("items") or []
+            published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == DRIVER}
+            return set(self.nodes) <= published
+
+        await eventually(ready, "every node Ready with ResourceSlices", check=self.alive)
+
+    async def create_objects(self, *, class_config: Sequence[dict[str, Any]] = (),
+                             claim_config: Sequence[dict[str, Any]] = ()) -> None:
+        """The flow's DeviceClass (every device of the driver) and the template ``one-gpu`` (request
+        ``gpu``), with ``spec.config`` / ``spec.devices.config`` entries when given."""
+        class_spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}
+        if class_config:
+            class_spec["config"] = list(class_config)
+        await self.kube.create(DEVICE_CLASSES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": self.device_class}, "spec": class_spec,
+        })
+        request = {"name": "gpu", "exactly": {"deviceClassName": self.device_class}}
+        devices: dict[str, Any] = {"requests": [request]}
+        if claim_config:
+            devices["config"] = list(claim_config)
+        await self.kube.create(RESOURCE_CLAIM_TEMPLATES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"}, "spec": {"spec": {"devices": devices}},
+        }, namespace=self.ns)
+
+    async def create_pod(self, name: str) -> None:
+        await self.kube.create(PODS, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {
+                "schedulerName": self.scheduler,
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": self.nodes}]}]}}},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        }, namespace=self.ns)
+
+    async def wait_running(self, name: str, within: float = WAIT) -> dict[str, Any]:
+        async def running() -> dict[str, Any] | None:
+            pod = await self.kube.get(PODS, name, namespace=self.ns)
+            return pod if (pod.get("status") or {}).get("phase") == "Running" else None
+
+        pod: dict[str, Any] = await eventually(running, f"pod {name} Running", within=within,
+                                               check=self.alive)
+        assert pod["spec"]["nodeName"] in self.nodes
+        return pod
+
+    async def claim_of(self, pod: dict[str, Any]) -> dict[str, Any]:
+        (status,) = pod["status"]["resourceClaimStatuses"]
+        claim: dict[str, Any] = await self.kube.get(RESOURCE_CLAIMS, status["resourceClaimName"],
+                                                    namespace=self.ns)
+        return claim
+
+    async def stop(self) -> None:
+        for proc in reversed(self.procs):
+            await proc.stop()
+
+    async def clean_up(self) -> None:
+        for node in self.nodes:
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(NODES, node)
+            await self.kube.delete_collection(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}")
+        with contextlib.suppress(NotFound):
+            await self.kube.delete(DEVICE_CLASSES, self.device_class)
