@@ -12,6 +12,9 @@ import pytest
 
 from kubelet_dra_shim import checkpoint
 from kubelet_dra_shim.checkpoint import ClaimInfo, CorruptCheckpoint, PreparedDevice
+from kubelet_dra_shim.claimevents import ClaimEvents
+from kubelet_dra_shim.manager import NodeManager
+from kubelet_dra_shim.plugins import PluginStore
 
 
 def _claims() -> dict[str, ClaimInfo]:
@@ -190,3 +193,51 @@ def test_boot_id_file_override(tmp_path: Path) -> None:
     f.write_text("abc\n")
     assert checkpoint.read_boot_id(str(f)) == "abc"
     assert checkpoint.read_boot_id(str(tmp_path / "missing")) == ""
+
+
+def _manager(state_dir: Path, boot_id: str, *, reprepare: bool = False) -> NodeManager:
+    return NodeManager(
+        "n",
+        state_dir,
+        PluginStore(),
+        None,
+        ClaimEvents(None),
+        boot_id=boot_id,  # type: ignore[arg-type]
+        reprepare_after_restart=reprepare,
+    )
+
+
+async def test_after_a_reboot_the_old_boot_id_stays_until_every_claim_is_prepared_again(
+    tmp_path: Path,
+) -> None:
+    """Otherwise a crash before the repair would make the next start trust claims a reboot destroyed."""
+    path = tmp_path / checkpoint.FILE_NAME
+    checkpoint.write(path, checkpoint.encode(_claims()))
+    checkpoint.write_boot_id(path, "boot-A")
+    manager = _manager(tmp_path, "boot-B")
+    await manager.load()
+    assert manager.rebooted and not manager.claims["uid-1"].prepared
+    await manager._save()  # e.g. a pod recorded before the driver prepared the claim again
+    assert checkpoint.read(path).boot_id == "boot-A"  # type: ignore[union-attr]
+    manager.claims["uid-1"].prepared = True
+    await manager._save()
+    assert checkpoint.read(path).boot_id == "boot-B"  # type: ignore[union-attr]
+
+
+async def test_migrating_an_old_file_keeps_its_boot_id(tmp_path: Path) -> None:
+    path = tmp_path / checkpoint.FILE_NAME
+    entry = checkpoint.claim_to_json(_claims()["uid-1"])
+    path.write_bytes(_legacy([entry], boot_id="boot-A"))
+    manager = _manager(tmp_path, "boot-B")
+    await manager.load()
+    assert manager.rebooted
+    state = checkpoint.read(path)
+    assert state is not None and not state.legacy and set(state.claims) == {"uid-1"}
+    assert state.boot_id == "boot-A"  # a crash now must still look like a reboot on the next start
+
+
+async def test_same_boot_writes_the_boot_id_with_the_first_save(tmp_path: Path) -> None:
+    manager = _manager(tmp_path, "boot-A")
+    await manager.load()
+    await manager._save()
+    assert checkpoint.read(tmp_path / checkpoint.FILE_NAME).boot_id == "boot-A"  # type: ignore[union-attr]

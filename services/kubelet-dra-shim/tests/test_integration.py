@@ -176,7 +176,8 @@ async def test_reboot_is_repaired_even_when_restarts_are_trusted(env: Env, make_
     await env.start_shim(reprepare_after_restart=False)
     await eventually(lambda: asyncio.sleep(0, env.driver.spec_path(c["metadata"]["uid"]).exists()))
     assert env.driver.prepare_calls == 2
-    assert env.checkpoint().boot_id == "boot-2"
+    # The new boot is recorded once every claim is prepared again (not before: a crash would then trust them).
+    await eventually(lambda: asyncio.sleep(0, env.checkpoint().boot_id == "boot-2"))
 
 
 async def test_driver_restart_registers_again_and_keeps_serving(env: Env, make_namespace: Any) -> None:

@@ -22,8 +22,9 @@ manager rewrites in the current layout at once.
 
 The boot ID the shim uses to tell a process restart from a node reboot (a reboot loses tmpfs CDI specs
 and device state, so the checkpoint must be repaired, never trusted) lives beside the file, in
-``dra_manager_state.boot_id`` (see :func:`write_boot_id`). It is written after the checkpoint, so a
-crash between the two makes the next start re-prepare (safe), never trust a stale checkpoint.
+``dra_manager_state.boot_id`` (see :class:`NodeCheckpoint`). It becomes the current boot's only after the
+checkpoint is written with every claim prepared in this boot, so a crash at any point makes the next
+start re-prepare (safe), never trust claims a reboot destroyed.
 
 Encoding and decoding are pure functions; :func:`write`, :func:`read` and :func:`write_boot_id` are the
 only I/O (``draflow_runtime.files.atomic_write``: temp file, fsync, rename, fsync of the directory), so
@@ -37,6 +38,7 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,6 +49,9 @@ import orjson
 
 from draflow_runtime.errors import DraflowError
 from draflow_runtime.files import atomic_write
+from draflow_runtime.log import get_logger
+
+log = get_logger(__name__)
 
 KIND = "DRACheckpoint"
 API_GROUP = "checkpoint.dra.kubelet.k8s.io"
@@ -317,6 +322,46 @@ def read(path: Path) -> CheckpointState | None:
     except OSError as exc:
         raise CheckpointError(f"cannot read checkpoint boot ID: {exc}", path=str(path)) from exc
     return state
+
+
+class NodeCheckpoint:
+    """One node's checkpoint file and the boot ID beside it."""
+
+    def __init__(self, path: Path, boot_id: str) -> None:
+        self.path = path
+        self.boot_id = boot_id  # the current boot's
+        self._boot_id_written = False
+
+    async def load(self) -> CheckpointState | None:
+        """:func:`read`; a file in the old ``Entries`` layout is rewritten in the kubelet's at once (its
+        boot ID first, beside it). Raises :class:`CheckpointError`."""
+        state = await asyncio.to_thread(read, self.path)
+        if state is not None and state.legacy:
+            await asyncio.to_thread(self._migrate, state)
+            log.warning(
+                "checkpoint migrated from the old Entries layout to the kubelet's",
+                path=str(self.path),
+                claims=len(state.claims),
+                kubelet=KUBELET_VERSION,
+            )
+        return state
+
+    def _migrate(self, state: CheckpointState) -> None:
+        if state.boot_id:
+            write_boot_id(self.path, state.boot_id)
+        write(self.path, encode(state.claims))
+
+    async def save(self, claims: Mapping[str, ClaimInfo]) -> None:
+        """Write ``claims``; the first time every claim is prepared, record this boot's ID beside them."""
+        content = encode(claims)
+        mark = not self._boot_id_written and all(info.prepared for info in claims.values())
+        await asyncio.to_thread(self._save, content, mark)
+
+    def _save(self, content: bytes, mark_boot: bool) -> None:
+        write(self.path, content)
+        if mark_boot:
+            write_boot_id(self.path, self.boot_id)
+            self._boot_id_written = True
 
 
 def read_boot_id(path: str) -> str:

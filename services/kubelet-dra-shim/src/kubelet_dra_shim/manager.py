@@ -113,6 +113,7 @@ class NodeManager:
     ) -> None:
         self.node = node
         self.path = state_dir / checkpoint.FILE_NAME
+        self.checkpoint = checkpoint.NodeCheckpoint(self.path, boot_id)
         self.store = store
         self.kube = kube
         self.events = events
@@ -122,18 +123,13 @@ class NodeManager:
         self.tracer = tracer or trace.get_tracer(TRACER_NAME)
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
-        self._boot_id_saved = False  # the boot ID beside the checkpoint is this boot's
         self._lock = asyncio.Lock()
 
     # --- checkpoint -----------------------------------------------------------------------------------
 
     async def load(self) -> None:
-        """Restore the claims from the checkpoint. A corrupt checkpoint is an error (never ignored).
-
-        A checkpoint in draflow's old ``Entries`` layout (which a kubelet reads as empty) is rewritten in
-        the kubelet's layout at once.
-        """
-        state = await asyncio.to_thread(checkpoint.read, self.path)
+        """Restore the claims from the checkpoint. A corrupt checkpoint is an error (never ignored)."""
+        state = await self.checkpoint.load()
         if state is None:
             return
         self.rebooted = bool(state.boot_id) and state.boot_id != self.boot_id
@@ -148,22 +144,9 @@ class NodeManager:
             rebooted=self.rebooted,
             reprepare=not trust,
         )
-        if state.legacy:
-            await self._save()
-            log.warning(
-                "checkpoint migrated from the old Entries layout to the kubelet's",
-                node=self.node,
-                path=str(self.path),
-                claims=len(self.claims),
-                kubelet=checkpoint.KUBELET_VERSION,
-            )
 
     async def _save(self) -> None:
-        content = checkpoint.encode(self.claims)
-        await asyncio.to_thread(checkpoint.write, self.path, content)
-        if not self._boot_id_saved:  # after the checkpoint: a crash in between means re-prepare, not trust
-            await asyncio.to_thread(checkpoint.write_boot_id, self.path, self.boot_id)
-            self._boot_id_saved = True
+        await self.checkpoint.save(self.claims)
 
     # --- queries ----------------------------------------------------------------------------------------
 
