@@ -39,7 +39,7 @@ class ShimSettings(FleetSettings):
     )
     boot_id_file: str = Field(
         "/proc/sys/kernel/random/boot_id",
-        description="File holding the boot ID recorded in the checkpoint (a change means a reboot).",
+        description="File holding the boot ID recorded beside the checkpoint (a change means a reboot).",
     )
     reprepare_after_restart: bool = Field(
         True,
