@@ -47,6 +47,24 @@ class Case:
     max_steps: int | None = None  # the search visits at most this many states (allocateOne calls)
 
 
+DRIVER_B = "nic.example.com"
+NIC_CLASS = dclass("nic", f'device.driver == "{DRIVER_B}"')
+NODE2 = {"metadata": {"name": "node-2", "labels": {"zone": "b", "rack": "r2"}}}
+
+
+def pin(node: str) -> dict[str, Any]:
+    """The node selector of an allocation restricted to one node."""
+    return {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]
+    }
+
+
+def labels(**kv: str) -> dict[str, Any]:
+    """A node selector requiring every label ``key=value`` (one term)."""
+    exprs = [{"key": k, "operator": "In", "values": [v]} for k, v in kv.items()]
+    return {"nodeSelectorTerms": [{"matchExpressions": exprs}]}
+
+
 MULTI_CLASS = dclass("gpu", f'device.driver == "{DRIVER}" && device.allowMultipleAllocations == true')
 DEDICATED_CLASS = dclass("gpu", f'device.driver == "{DRIVER}" && device.allowMultipleAllocations == false')
 
@@ -190,9 +208,12 @@ def params(cases: dict[str, Case]) -> list[Any]:
 __all__ = [
     "DEDICATED_CLASS",
     "DRIVER",
+    "DRIVER_B",
     "GPU_CLASS",
     "MEM",
     "MULTI_CLASS",
+    "NIC_CLASS",
+    "NODE2",
     "STAMP",
     "Case",
     "attr",
@@ -201,8 +222,10 @@ __all__ = [
     "counters",
     "exclusive_alloc",
     "gpus",
+    "labels",
     "multi_dev",
     "params",
+    "pin",
     "range_cap",
     "rslice",
     "run_case",

@@ -1,4 +1,4 @@
-"""Conformance table: ordering, node selection, pools (generations, completeness, validity), config.
+"""Conformance table: ordering, node selection, pools (generations, completeness, validity).
 
 Case format and runner: ``conformance_kit.py``; mapping to upstream's table: ``conformance_map.py``.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conformance_kit import DRIVER, Case, check_case, exclusive_alloc, gpus, params
-from sa_builders import alloc, claim, dclass, dev, first_available, req, res, rslice, sub
+from sa_builders import alloc, claim, dev, req, res, rslice
 
 CASES: dict[str, Case] = {
     "single-device": Case([claim("c", req("gpu"))], [rslice("s", gpus(2))], [alloc(res("gpu", "gpu-0"))]),
@@ -180,71 +180,6 @@ CASES: dict[str, Case] = {
             )
         ],
         None,
-    ),
-    "config-class-then-claim": Case(
-        [
-            claim(
-                "c",
-                req("a"),
-                req("b", cls="gpu2"),
-                req("d"),
-                config=[
-                    {"requests": ["a"], "opaque": {"driver": DRIVER, "parameters": {"claim": "a"}}},
-                    {"opaque": {"driver": DRIVER, "parameters": {"claim": "all"}}},
-                    {"requests": ["zzz"], "opaque": {"driver": DRIVER, "parameters": {"claim": "none"}}},
-                ],
-            )
-        ],
-        [rslice("s", gpus(3))],
-        [
-            alloc(
-                res("a", "gpu-0"),
-                res("b", "gpu-1"),
-                res("d", "gpu-2"),
-                config=[
-                    {
-                        "source": "FromClass",
-                        "requests": ["a", "d"],
-                        "opaque": {"driver": DRIVER, "parameters": {"k": 1}},
-                    },
-                    {
-                        "source": "FromClass",
-                        "requests": ["b"],
-                        "opaque": {"driver": DRIVER, "parameters": {"k": 2}},
-                    },
-                    {
-                        "source": "FromClaim",
-                        "requests": ["a"],
-                        "opaque": {"driver": DRIVER, "parameters": {"claim": "a"}},
-                    },
-                    {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {"claim": "all"}}},
-                ],
-            )
-        ],
-        classes=[
-            dclass("gpu", config=[{"opaque": {"driver": DRIVER, "parameters": {"k": 1}}}]),
-            dclass("gpu2", config=[{"opaque": {"driver": DRIVER, "parameters": {"k": 2}}}]),
-        ],
-    ),
-    "config-subrequest-and-applies-to-all": Case(
-        [
-            claim(
-                "c",
-                first_available("g", sub("x")),
-                config=[{"requests": ["g/x"], "opaque": {"driver": DRIVER, "parameters": {}}}],
-            )
-        ],
-        [rslice("s", gpus(1))],
-        [
-            alloc(
-                res("g/x", "gpu-0"),
-                config=[
-                    {"source": "FromClass", "opaque": {"driver": DRIVER, "parameters": {"k": 1}}},
-                    {"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {}}},
-                ],
-            )
-        ],
-        classes=[dclass("gpu", config=[{"opaque": {"driver": DRIVER, "parameters": {"k": 1}}}])],
     ),
 }
 

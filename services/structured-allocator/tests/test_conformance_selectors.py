@@ -110,7 +110,7 @@ CASES: dict[str, Case] = {
     "too-many-results-error": Case(
         [claim("c", req("gpu", count=33))],
         [rslice("s", gpus(40))],
-        error=(TooManyResultsError, "number of requested devices 33 exceeds the claim limit of 32"),
+        error=(TooManyResultsError, 'request "gpu": adding 33 devices exceeds the claim limit of 32'),
     ),
     "all-mode-over-32-error": Case(
         [claim("c", req("gpu", mode="All"))],
@@ -149,6 +149,73 @@ CASES: dict[str, Case] = {
         [rslice("s", [dev("gpu-0"), dev("gpu-1"), dev("gpu-2", {"numa": 0})])],
         None,
         explain={"gpu": {"blocked_by_constraints": 2, "usable": 1}},
+    ),
+    # --- upstream's broken-input cases ---------------------------------------------------------------
+    "no-device-classes-at-all": Case(
+        [claim("c", req("gpu"))],
+        [rslice("s", [dev("gpu-0")])],
+        classes=[],
+        error=(UnknownDeviceClassError, 'request "gpu": device class gpu does not exist'),
+        upstream=("no-classes",),
+    ),
+    "class-name-unknown": Case(
+        [claim("c", req("gpu", cls="unknown-class"))],
+        [rslice("s", [dev("gpu-0")])],
+        error=(UnknownDeviceClassError, "device class unknown-class does not exist"),
+        upstream=("unknown-class",),
+    ),
+    "class-name-empty": Case(
+        [claim("c", req("gpu", cls=""))],
+        [rslice("s", [dev("gpu-0")])],
+        error=(InvalidRequestError, 'request "gpu": missing device class name (unsupported request type?)'),
+        upstream=("empty-class",),
+    ),
+    "selector-without-cel": Case(
+        [claim("c", {"name": "gpu", "exactly": {"deviceClassName": "gpu", "selectors": [{}]}})],
+        [rslice("s", [dev("gpu-0")])],
+        error=(InvalidRequestError, "selector #0: CEL expression empty (unsupported selector type?)"),
+        upstream=("unknown-selector",),
+    ),
+    "allocation-mode-unknown": Case(
+        [claim("c", req("gpu", mode="future-mode"))],
+        [rslice("s", [dev("gpu-0")])],
+        error=(InvalidRequestError, "unsupported count mode future-mode"),
+        upstream=("unknown-allocation-mode",),
+    ),
+    "claim-selector-undeclared-reference": Case(
+        [claim("c", req("gpu", selectors=("noSuchVar",)))],
+        [rslice("s", [dev("gpu-0")])],
+        error=(CelSelectorError, "undeclared reference"),
+        upstream=("invalid-CEL-one-device",),
+    ),
+    "class-selector-undeclared-reference": Case(
+        [claim("c", req("gpu"))],
+        [rslice("s", [dev("gpu-0")])],
+        classes=[dclass("gpu", "noSuchVar")],
+        error=(CelSelectorError, "undeclared reference"),
+        upstream=("invalid-CEL-one-device-class",),
+    ),
+    "all-mode-selector-undeclared-reference": Case(
+        [claim("c", req("gpu", mode="All", selectors=("noSuchVar",)))],
+        [rslice("s", [dev("gpu-0")])],
+        error=(CelSelectorError, "undeclared reference"),
+        upstream=("invalid-CEL-all-devices",),
+    ),
+    "derived-attributes-not-implemented-is-an-error": Case(
+        [
+            claim(
+                "c",
+                {
+                    "name": "gpu",
+                    "exactly": {
+                        "deviceClassName": "gpu",
+                        "derivedAttributes": [{"name": "derived/x", "expression": "device.driver"}],
+                    },
+                },
+            )
+        ],
+        [rslice("s", [dev("gpu-0")])],
+        error=(InvalidRequestError, 'request "gpu": cannot handle request with derived attributes'),
     ),
 }
 

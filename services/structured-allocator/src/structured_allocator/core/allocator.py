@@ -30,6 +30,23 @@ Search (upstream incubating ``allocateOne``): depth-first with backtracking over
 subrequests (first one that leads to a full solution) → device slots; candidates in pool order
 (driver, pool; binding-condition pools last) → slice name → device order, each slot starting after
 the previous one's device, so a request tries combinations, not permutations. First solution wins.
+``All`` collects the matching devices on their static capacity and re-checks what is left of each
+when allocating it, so a full matching device makes ``All`` fail.
+
+Conformance: ``tests/test_conformance_*.py`` cover upstream's allocator table
+(k8s.io/dynamic-resource-allocation v0.37.1 ``allocatortesting``) case for case
+(``tests/conformance_map.py``). Where draflow deliberately differs:
+
+* Not implemented (alpha gates, off by default in v1.37 and not turned on by draflow):
+  DRADeviceCompatibilityGroups (slices using groups are ignored, as upstream with the gate off),
+  DRADerivedAttributes (a request with ``derivedAttributes`` is an error, as upstream's incubating
+  allocator), DRAOptionalNodeOperations. DRAListTypeAttributes is implemented for constraints, off
+  by default (``Features.list_type_attributes``).
+* Invalid pools: upstream returns an error wrapping ``ErrFailedAllocationOnNode`` (the node is
+  unschedulable); draflow returns "does not fit" with the pool and reason in the explanation — same
+  outcome, and the reason reaches the user.
+* ``allocationTimestamp`` is set here (upstream: by kube-scheduler's PreBind): the service writes the
+  allocation the core returns.
 """
 
 from __future__ import annotations
@@ -45,6 +62,7 @@ from .cel_env import CelCache
 from .constraints import Constraint, build_constraint
 from .pools import Pool, PreparedDevice, PreparedSlice, SliceIndex, gather_pools, node_matches
 from .requests import RequestData, claim_key, validate_request
+from .results import allocation_result
 from .selection import selectable, taint_blocks
 from .types import (
     MAX_RESULTS_PER_CLAIM,
@@ -183,7 +201,8 @@ class _Run:
             from .explain import explain  # local import: explain depends on this module's helpers
 
             return AllocationOutcome(fits=False, explanation=explain(self))
-        return AllocationOutcome(fits=True, results=[self._allocation(ci) for ci in range(len(self.claims))])
+        results = [allocation_result(self, ci) for ci in range(len(self.claims))]
+        return AllocationOutcome(fits=True, results=results)
 
     def _validate_claim(self, ci: int, claim: Mapping[str, Any]) -> None:
         key = claim_key(claim)
@@ -226,18 +245,20 @@ class _Run:
                 if rd.all_mode:
                     self._collect_all(rd, key)
                 datas.append(rd)
-            min_devices += min(d.num_devices for d in datas)
+            needed = min(d.num_devices for d in datas)
+            if needed > MAX_RESULTS_PER_CLAIM - min_devices:
+                raise TooManyResultsError(
+                    f'claim "{key}", request "{name}": adding {needed} devices exceeds the claim limit of '
+                    f"{MAX_RESULTS_PER_CLAIM}, with {min_devices} already accounted for",
+                    claim=key,
+                    request=name,
+                )
+            min_devices += needed
             per_claim.append(datas)
-        if min_devices > MAX_RESULTS_PER_CLAIM:
-            raise TooManyResultsError(
-                f'claim "{key}": number of requested devices {min_devices} exceeds the claim limit of '
-                f"{MAX_RESULTS_PER_CLAIM}",
-                claim=key,
-            )
         self.requests.append(per_claim)
         constraints = []
         for i, spec in enumerate(devices.get("constraints") or []):
-            c = build_constraint(spec)
+            c = build_constraint(spec, self.features.list_type_attributes)
             if c is None:
                 raise InvalidRequestError(
                     f'claim "{key}", constraint #{i}: empty constraint (unsupported constraint type?)',
@@ -516,106 +537,3 @@ class _Run:
             release_counters()
 
         return undo
-
-    # -- results -------------------------------------------------------------------------------------
-    def _allocation(self, ci: int) -> dict[str, Any]:
-        claim = self.claims[ci]
-        devices: dict[str, Any] = {"results": self.results[ci]}
-        config = self._config(ci, claim)
-        if config:
-            devices["config"] = config
-        allocation: dict[str, Any] = {"devices": devices}
-        selector = self._node_selector(ci)
-        if selector is not None:
-            allocation["nodeSelector"] = selector
-        if self.features.device_binding_and_status:
-            # kube-scheduler (PreBind) stamps every allocation it writes when DRADeviceBindingConditions
-            # and DRAResourceClaimDeviceStatus are both on, with or without binding conditions.
-            allocation["allocationTimestamp"] = self.a.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return allocation
-
-    def _chosen(self, ci: int) -> list[RequestData]:
-        out = []
-        for ri, datas in enumerate(self.requests[ci]):
-            out.append(datas[self.selected_sub.get((ci, ri), 0)] if datas[0].sub_index >= 0 else datas[0])
-        return out
-
-    def _config(self, ci: int, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
-        chosen = self._chosen(ci)
-        config: list[dict[str, Any]] = []
-        class_ranges: dict[str, tuple[int, int]] = {}
-        for rd in chosen:
-            rng = class_ranges.get(rd.class_name)
-            if rng is not None:
-                for i in range(*rng):
-                    config[i]["requests"].append(rd.name)
-                continue
-            start = len(config)
-            for entry in (rd.device_class.get("spec") or {}).get("config") or []:
-                config.append({"source": "FromClass", "requests": [rd.name], **_device_config(entry)})
-            class_ranges[rd.class_name] = (start, len(config))
-        for entry in ((claim.get("spec") or {}).get("devices") or {}).get("config") or []:
-            requests = list(entry.get("requests") or [])
-            if not requests or any(rd.base_name in requests or rd.name in requests for rd in chosen):
-                item: dict[str, Any] = {"source": "FromClaim"}
-                if requests:
-                    item["requests"] = requests
-                item.update(_device_config(entry))
-                config.append(item)
-        for item in config:
-            listed = item.get("requests")
-            if listed and all(rd.base_name in listed or rd.name in listed for rd in chosen):
-                del item["requests"]
-        return config
-
-    def _node_selector(self, ci: int) -> dict[str, Any] | None:
-        fields_: list[dict[str, Any]] = []
-        exprs: list[dict[str, Any]] = []
-        for s, d in self.result_devices[ci]:
-            node_name, selector = (
-                (d.node_name, d.node_selector) if s.per_device else (s.node_name, s.node_selector)
-            )
-            if node_name or d.binds_to_node:
-                return {
-                    "nodeSelectorTerms": [
-                        {
-                            "matchFields": [
-                                {"key": "metadata.name", "operator": "In", "values": [self.node_name]}
-                            ]
-                        }
-                    ]
-                }
-            if selector is not None:
-                terms = selector.get("nodeSelectorTerms") or []
-                if len(terms) > 1:
-                    raise AllocationError(
-                        f"unsupported ResourceSlice.NodeSelector with {len(terms)} terms",
-                        claim=self.claim_name(ci),
-                    )
-                if terms:
-                    _merge(terms[0].get("matchFields") or [], fields_)
-                    _merge(terms[0].get("matchExpressions") or [], exprs)
-        if not fields_ and not exprs:
-            return None
-        term: dict[str, Any] = {}
-        if exprs:
-            term["matchExpressions"] = exprs
-        if fields_:
-            term["matchFields"] = fields_
-        return {"nodeSelectorTerms": [term]}
-
-
-def _device_config(entry: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in entry.items() if k not in ("requests", "source")}
-
-
-def _merge(src: list[Mapping[str, Any]], dst: list[dict[str, Any]]) -> None:
-    for req in src:
-        values = set(req.get("values") or [])
-        if not any(
-            e.get("key") == req.get("key")
-            and e.get("operator") == req.get("operator")
-            and set(e.get("values") or []) == values
-            for e in dst
-        ):
-            dst.append(dict(req))

@@ -103,6 +103,14 @@ def validate_request(
     """Validate one exact request (``spec`` = ``exactly``) or one subrequest (``spec`` = the entry)."""
     sub_name = spec.get("name", "") if sub_index >= 0 else ""
     full = f"{base_name}/{sub_name}" if sub_name else base_name
+    if spec.get("derivedAttributes"):
+        # DRADerivedAttributes (alpha) is not implemented; upstream's incubating allocator refuses too.
+        raise InvalidRequestError(
+            f'claim "{claim}", request "{full}": cannot handle request with derived attributes, '
+            "the feature is disabled",
+            claim=claim,
+            request=full,
+        )
     admin = spec.get("adminAccess") if sub_index < 0 else None
     if admin is not None and not features.admin_access:
         raise InvalidRequestError(

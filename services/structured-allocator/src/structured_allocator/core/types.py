@@ -55,13 +55,16 @@ class DeviceID(NamedTuple):
 
 @dataclass(frozen=True)
 class Features:
-    """DRA feature gates relevant to allocation (all on = the v1.37 incubating allocator).
+    """DRA feature gates relevant to allocation (defaults = the v1.37 incubating allocator with its
+    gates on; ``all()`` is the same).
 
     ``device_binding_and_status`` = DRADeviceBindingConditions and DRAResourceClaimDeviceStatus both
-    on (upstream treats the pair as one allocator feature). The alpha gates of the experimental
-    allocator (DRADeviceCompatibilityGroups, DRADerivedAttributes, DRAOptionalNodeOperations) are
-    not implemented and count as off: slices whose devices declare ``compatibilityGroups`` are
-    ignored (their pool is incomplete), a request with ``derivedAttributes`` is an error.
+    on (upstream treats the pair as one allocator feature). ``list_type_attributes``
+    (DRAListTypeAttributes, alpha) is implemented for constraints and off by default. The other alpha
+    gates of upstream's experimental allocator (DRADeviceCompatibilityGroups, DRADerivedAttributes,
+    DRAOptionalNodeOperations) are not implemented and count as off: slices whose devices declare
+    ``compatibilityGroups`` are ignored (their pool is incomplete), a request with
+    ``derivedAttributes`` is an error, ``skipNodeOperations`` is not copied to results.
     """
 
     admin_access: bool = True
@@ -71,6 +74,7 @@ class Features:
     device_binding_and_status: bool = True
     consumable_capacity: bool = True
     fractional_capacity_range: bool = True
+    list_type_attributes: bool = False  # alpha, off by default in v1.37 (upstream: experimental only)
 
     @classmethod
     def all(cls) -> Features:
