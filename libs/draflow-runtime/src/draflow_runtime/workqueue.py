@@ -169,6 +169,11 @@ class WorkQueue:
         """Reset the failure count of ``key`` (its next backoff starts at ``base_delay``). Idempotent."""
         self._failures.pop(key, None)
 
+    def waiting_until(self, key: Hashable) -> float | None:
+        """The clock time at which ``key``, queued with a delay (``add_after``), becomes ready; None
+        when it is not waiting for one."""
+        return self._waiting.get(key)
+
     def num_requeues(self, key: Hashable) -> int:
         """How many times ``key`` was rate-limited since the last ``forget``."""
         return self._failures.get(key, 0)

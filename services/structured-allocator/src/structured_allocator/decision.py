@@ -72,9 +72,14 @@ def describe_error(err: AllocationError) -> str:
     if isinstance(err, UnknownDeviceClassError):
         return (f'DeviceClass "{err.device_class}" does not exist (claim "{err.claim}", '
                 f'request "{err.request}")')
+    text = str(err)
+    if isinstance(err, CelSelectorError) and err.device:
+        # The same for every device, so that the condition and Event are written once, not again
+        # whenever another device happened to be evaluated first.
+        text = text.replace(f" on device {err.device}", "")
     if isinstance(err, CelSelectorError) and err.device_class:
-        return f'DeviceClass "{err.device_class}": {err}'  # the message names selector and expression
-    return str(err)
+        return f'DeviceClass "{err.device_class}": {text}'  # the message names selector and expression
+    return text
 
 
 def _min_devices(claim: Mapping[str, Any]) -> int | None:

@@ -16,7 +16,8 @@ between the claim writes and the binding (:mod:`.binding_wait`, no write slot he
 failed pipeline is undone (the claim it allocated is deallocated), the assumptions are released and
 the pod is retried with exponential backoff. Unschedulable pods are
 retried when something that could help changes: slices, classes, nodes, a claim of theirs, any claim
-freeing devices (informer handlers), a pool change announced on NATS, or after ``unschedulable_retry``.
+freeing devices (informer handlers), a pool change announced on NATS, or after ``unschedulable_retry``
+(not when their input is broken, e.g. a DeviceClass selector that fails: only a change can help).
 When no node fits and an allocated claim of the pod is used by nobody else, that claim is deallocated in
 the background (PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod.
 """
@@ -233,7 +234,7 @@ class Scheduler:
         return trace.set_span_in_context(span, parent)
 
     def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
-                       span: trace.Span) -> RequeueAfter:
+                       span: trace.Span) -> Done | RequeueAfter:
         key = key_of(dict(pod))
         message = decision.explanation.message()
         span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
@@ -244,6 +245,8 @@ class Scheduler:
         self._spawn(self.reporter.unschedulable(pod, message, decision.claims, contexts), f"report-{key}")
         if decision.deallocate is not None:
             self._post_filter(pod, decision.deallocate)
+        if decision.explanation.error:
+            return Done()  # broken input: retried when a class, claim or slice changes, not on a timer
         return RequeueAfter(self.settings.unschedulable_retry)
 
     def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
