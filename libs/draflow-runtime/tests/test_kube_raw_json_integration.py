@@ -139,6 +139,33 @@ async def test_status_writes_leave_the_allocated_opaque_parameters_alone(
     assert {r["uid"] for r in final["status"]["reservedFor"]} == {p["uid"] for p in pods}
 
 
+async def test_allocator_writes_work_on_a_claim_a_go_client_wrote_in_struct_order(
+    kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+) -> None:
+    """A claim created by a Go client (typed parameters: compact, keys in struct order, not sorted) takes
+    the allocator's writes: finalizer merge patch, status PUT with the config copied into the allocation,
+    strategic-merge patch of reservedFor (the one write that re-sorts raw JSON on the server)."""
+    ns = await make_namespace("rawjson")
+    struct_order = b'{"kind":"GpuConfig","apiVersion":"gpu.draflow.example/v1",' \
+                   b'"sharing":{"strategy":"TimeSlicing"}}'
+    body = _with_raw_parameters(_claim("c", {"x": "@"}), struct_order)
+    await kube.request("POST", RESOURCE_CLAIMS.path(ns), body)
+    claim = await _merge(kube, await kube.get(RESOURCE_CLAIMS, "c", ns))
+    parameters = claim["spec"]["devices"]["config"][0]["opaque"]["parameters"]
+    assert list(parameters) == ["kind", "apiVersion", "sharing"]  # kept as sent
+
+    pods = [{"resource": "pods", "name": f"p{i}", "uid": str(uuid.uuid4())} for i in range(2)]
+    claim["status"] = {"allocation": _allocation(parameters), "reservedFor": pods[:1]}
+    await kube.replace(RESOURCE_CLAIMS, claim, subresource="status", field_manager=MANAGER)
+    body = {"metadata": {"uid": claim["metadata"]["uid"]}, "status": {"reservedFor": pods[1:]}}
+    final = await kube.patch(RESOURCE_CLAIMS, "c", body, ns, patch_type="strategic", subresource="status",
+                             field_manager=MANAGER)
+
+    assert final["spec"] == claim["spec"]
+    assert final["status"]["allocation"]["devices"]["config"][0]["opaque"]["parameters"] == parameters
+    assert {r["uid"] for r in final["status"]["reservedFor"]} == {p["uid"] for p in pods}
+
+
 @pytest.mark.parametrize("params", PARAMETERS)
 async def test_template_with_opaque_parameters_can_be_labelled(
     kube: KubeClient, make_namespace: Callable[..., Awaitable[str]], params: str,
