@@ -10,7 +10,9 @@ from __future__ import annotations
 import pytest
 from conformance_kit import (
     DRIVER,
+    GPU_CLASS,
     MULTI_CLASS,
+    NIC_CLASS,
     Case,
     check_case,
     gpus,
@@ -359,6 +361,14 @@ CASES: dict[str, Case] = {
         [rslice("s", [multi_dev("gpu-0", {"memory": "-1"})])],
         classes=[MULTI_CLASS],
         error=(InvalidCapacityError, "negative"),
+    ),
+    # Upstream never reaches request "b" (nothing fits "a"): does not fit, and the explanation must not raise.
+    "capacity-negative-request-of-unreached-request-does-not-fit": Case(
+        [claim("c", req("a", cls="nic"), req("b", capacity={"memory": "-5"}))],
+        [rslice("s", [multi_dev("gpu-0", {"memory": "10"})])],
+        None,
+        classes=[GPU_CLASS, NIC_CLASS],
+        explain={"b": {"blocked_by_capacity": 1}},
     ),
 }
 

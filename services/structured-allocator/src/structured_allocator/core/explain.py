@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .constraints import attribute_value
 from .pools import node_matches
 from .selection import _check, evaluate, taint_blocks
+from .types import InvalidCapacityError
 
 if TYPE_CHECKING:
     from .allocator import _Run
@@ -72,6 +73,15 @@ def _worst_selector(run: _Run, rd: RequestData, devices: list[Any]) -> str:
     return best[1] if best else ""
 
 
+def _capacity_blocks(run: _Run, rd: RequestData, d: Any) -> bool:
+    """The device's capacity does not take this request. A value the search would have refused as broken
+    input (it may not have reached this request) counts as blocking: the explanation never raises."""
+    try:
+        return run.capacity_ok(rd, d) is not True
+    except InvalidCapacityError:
+        return True
+
+
 def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExplanation:
     claim = run.claim_name(rd.claim_index)
     ex = RequestExplanation(
@@ -102,7 +112,7 @@ def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExpl
             d.consumes and run.features.partitionable_devices and not run.counters_ok(pool, d, commit=False)
         ) or (d.consumes and not run.features.partitionable_devices):
             ex.blocked_by_counters += 1
-        elif run.capacity_ok(rd, d) is not True:
+        elif _capacity_blocks(run, rd, d):
             ex.blocked_by_capacity += 1
         elif any(attribute_value(d, c.attribute) is None for c in constrained):
             ex.blocked_by_constraints += 1

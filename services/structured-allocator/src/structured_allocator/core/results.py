@@ -34,11 +34,13 @@ def allocation_result(run: _Run, ci: int) -> dict[str, Any]:
         allocation["allocationTimestamp"] = run.a.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return allocation
 
+
 def _chosen(run: _Run, ci: int) -> list[RequestData]:
     out = []
     for ri, datas in enumerate(run.requests[ci]):
         out.append(datas[run.selected_sub.get((ci, ri), 0)] if datas[0].sub_index >= 0 else datas[0])
     return out
+
 
 def _config(run: _Run, ci: int, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     chosen = _chosen(run, ci)
@@ -68,6 +70,7 @@ def _config(run: _Run, ci: int, claim: Mapping[str, Any]) -> list[dict[str, Any]
             del item["requests"]
     return config
 
+
 def _node_selector(run: _Run, ci: int) -> dict[str, Any] | None:
     fields_: list[dict[str, Any]] = []
     exprs: list[dict[str, Any]] = []
@@ -78,11 +81,7 @@ def _node_selector(run: _Run, ci: int) -> dict[str, Any] | None:
         if node_name or d.binds_to_node:
             return {
                 "nodeSelectorTerms": [
-                    {
-                        "matchFields": [
-                            {"key": "metadata.name", "operator": "In", "values": [run.node_name]}
-                        ]
-                    }
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [run.node_name]}]}
                 ]
             }
         if selector is not None:

@@ -1,0 +1,211 @@
+"""The state of one ``Allocator.allocate`` call and the checks that read it: claim validation (requests,
+subrequests, ``All`` device collection, the 32-results limit, constraints) and the per-device checks
+(selectable, in use, counters, consumable capacity). The search itself is in :mod:`.allocator`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+from .capacity import CapacityValueError, fits_capacity
+from .constraints import Constraint, build_constraint
+from .pools import Pool, PreparedDevice, PreparedSlice, node_matches
+from .requests import RequestData, claim_key, validate_request
+from .selection import selectable
+from .types import (
+    MAX_RESULTS_PER_CLAIM,
+    DeviceID,
+    InvalidCapacityError,
+    InvalidRequestError,
+    PoolUnavailableError,
+    SearchBudget,
+    TooManyResultsError,
+)
+
+if TYPE_CHECKING:
+    from .allocator import Allocator
+
+__all__ = ["Candidate", "RunState"]
+
+Candidate = tuple[Pool, PreparedSlice, PreparedDevice]
+
+
+class RunState:
+    """What one ``allocate`` call knows and has tentatively allocated so far."""
+
+    def __init__(
+        self,
+        parent: Allocator,
+        node: Mapping[str, Any],
+        claims: Sequence[Mapping[str, Any]],
+        admin_access_allowed: bool,
+        budget: SearchBudget | None = None,
+    ) -> None:
+        self.a = parent
+        self.budget = budget
+        self.steps = 0
+        self.features = parent.features
+        self.node = node
+        self.node_name: str = (node.get("metadata") or {}).get("name", "")
+        self.claims = claims
+        self.admin_access_allowed = admin_access_allowed
+        self.pools: list[Pool] = []
+        self.candidates: list[Candidate] = []
+        # requests[claim][request] = [RequestData] (one) or one per subrequest
+        self.requests: list[list[list[RequestData]]] = []
+        self.selected_sub: dict[tuple[int, int], int] = {}
+        self.constraints: list[list[Constraint]] = []
+        self.allocating: dict[DeviceID, set[int]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_shares: dict[DeviceID, int] = {}
+        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.results: list[list[dict[str, Any]]] = [[] for _ in claims]
+        self.result_devices: list[list[tuple[PreparedSlice, PreparedDevice]]] = [[] for _ in claims]
+
+    def _validate_claim(self, ci: int, claim: Mapping[str, Any]) -> None:
+        key = claim_key(claim)
+        devices = (claim.get("spec") or {}).get("devices") or {}
+        per_claim: list[list[RequestData]] = []
+        min_devices = 0
+        for ri, request in enumerate(devices.get("requests") or []):
+            name = request.get("name", "")
+            subs = request.get("firstAvailable") or []
+            if subs and not self.features.prioritized_list:
+                raise InvalidRequestError(
+                    f'claim "{key}", request "{name}": has subrequests, but the DRAPrioritizedList '
+                    "feature is disabled",
+                    claim=key,
+                    request=name,
+                )
+            specs = (
+                [(si, sub) for si, sub in enumerate(subs)] if subs else [(-1, request.get("exactly") or {})]
+            )
+            datas = []
+            for si, spec in specs:
+                rd = validate_request(
+                    claim=key,
+                    claim_index=ci,
+                    request_index=ri,
+                    sub_index=si,
+                    base_name=name,
+                    spec=spec,
+                    classes=self.a.classes,
+                    cache=self.a.cel_cache,
+                    features=self.features,
+                )
+                if rd.admin_access and not self.admin_access_allowed:
+                    raise InvalidRequestError(
+                        f'claim "{key}", request "{rd.name}": admin access is requested, but the namespace '
+                        "is not labeled resource.kubernetes.io/admin-access=true",
+                        claim=key,
+                        request=rd.name,
+                    )
+                if rd.all_mode:
+                    self._collect_all(rd, key)
+                datas.append(rd)
+            needed = min(d.num_devices for d in datas)
+            if needed > MAX_RESULTS_PER_CLAIM - min_devices:
+                raise TooManyResultsError(
+                    f'claim "{key}", request "{name}": adding {needed} devices exceeds the claim limit of '
+                    f"{MAX_RESULTS_PER_CLAIM}, with {min_devices} already accounted for",
+                    claim=key,
+                    request=name,
+                )
+            min_devices += needed
+            per_claim.append(datas)
+        self.requests.append(per_claim)
+        constraints = []
+        for i, spec in enumerate(devices.get("constraints") or []):
+            c = build_constraint(spec, self.features.list_type_attributes)
+            if c is None:
+                raise InvalidRequestError(
+                    f'claim "{key}", constraint #{i}: empty constraint (unsupported constraint type?)',
+                    claim=key,
+                )
+            constraints.append(c)
+        self.constraints.append(constraints)
+
+    def _collect_all(self, rd: RequestData, key: str) -> None:
+        for pool in self.pools:
+            if pool.incomplete or pool.invalid:
+                state = "currently being updated" if pool.incomplete else "currently invalid"
+                raise PoolUnavailableError(
+                    f'claim "{key}", request "{rd.name}": asks for all devices, but resource pool '
+                    f"{pool.id} is {state}",
+                    claim=key,
+                    request=rd.name,
+                    pool=pool.id,
+                )
+            for s in pool.slices:
+                for d in s.devices:
+                    # Static capacity only (nothing allocated): a matching device that is
+                    # already full stays in the list and makes All fail when it is allocated.
+                    if self.selectable(rd, s, d) and self.capacity_ok(rd, d, static=True) is True:
+                        rd.all_devices.append((pool, s, d))
+
+    # -- per-device checks -------------------------------------------------------------------------
+    def claim_name(self, ci: int) -> str:
+        return claim_key(self.claims[ci])
+
+    def selectable(self, rd: RequestData, s: PreparedSlice, d: PreparedDevice) -> bool:
+        if not self.features.device_binding_and_status and d.binding_conditions:
+            return False
+        if not selectable(rd, d, self.claim_name(rd.claim_index)):
+            return False
+        return not s.per_device or node_matches(self.node, d.node_name, d.all_nodes, d.node_selector)
+
+    def capacity_ok(self, rd: RequestData, d: PreparedDevice, *, static: bool = False) -> bool | None:
+        """One more allocation of ``d`` for ``rd`` fits the device's capacities (``static``: on an
+        empty device). Raises :class:`InvalidCapacityError` for a negative/unrepresentable value."""
+        if not self.features.consumable_capacity:
+            return True
+        try:
+            return fits_capacity(
+                rd.capacity,
+                d,
+                None if static else self.a.allocated.capacity.get(d.id),
+                None if static else self.allocating_capacity.get(d.id),
+                self.features.fractional_capacity_range,
+            )
+        except CapacityValueError as exc:
+            raise self._capacity_error(rd, d, exc) from exc
+
+    def _capacity_error(
+        self, rd: RequestData, d: PreparedDevice, exc: CapacityValueError
+    ) -> InvalidCapacityError:
+        claim = self.claim_name(rd.claim_index)
+        return InvalidCapacityError(
+            f'claim "{claim}", request "{rd.name}": checking capacity for device {d.id}: {exc}',
+            claim=claim,
+            request=rd.name,
+            device=str(d.id),
+            capacity=exc.capacity,
+        )
+
+    def in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated.devices or bool(self.allocating.get(did))
+
+    def _capacity_in_use(self, did: DeviceID) -> bool:
+        return did in self.a.allocated.capacity or self.allocating_shares.get(did, 0) > 0
+
+    def counters_ok(self, pool: Pool, d: PreparedDevice, *, commit: bool) -> bool:
+        available = self.a.available_counters(pool)
+        consumed = self.consumed_counters.setdefault((pool.driver, pool.pool), {})
+        self._add_counters(consumed, d, 1)
+        ok = all(
+            value >= consumed.get(set_name, {}).get(name, 0)
+            for set_name, counters in available.items()
+            for name, value in counters.items()
+        )
+        if not ok or not commit:
+            self._add_counters(consumed, d, -1)
+        return ok
+
+    @staticmethod
+    def _add_counters(consumed: dict[str, dict[str, Fraction]], d: PreparedDevice, sign: int) -> None:
+        for set_name, counters in d.consumes:
+            target = consumed.setdefault(set_name, {})
+            for name, value in counters.items():
+                target[name] = target.get(name, Fraction(0)) + sign * value
