@@ -80,29 +80,32 @@ def _go_escapes(data: bytes) -> bytes:
 
 
 def _orjson_safe(obj: Any) -> bool:
-    """True when orjson writes ``obj`` exactly as Go would (before the HTML escapes): no float, no
-    integer outside int64, only string keys. Raises ``TypeError`` for a type JSON has no form for."""
-    stack = [obj]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, str) or value is None or isinstance(value, bool):
+    """True when orjson writes ``obj`` exactly as Go would (before the HTML escapes): only plain dicts
+    with string keys, lists, strings, booleans, None and integers in int64 range. Anything else (floats,
+    big integers, tuples, other mappings, types JSON has no form for) goes to the recursive encoder,
+    which also raises the errors. Exact type checks, no isinstance: this runs on every request body."""
+    kind = type(obj)
+    if kind is dict:
+        for key in obj:
+            if type(key) is not str:
+                return False
+        values: Any = obj.values()
+    elif kind is list:
+        values = obj
+    else:
+        return kind is str or kind is bool or obj is None or (kind is int and _INT64_MIN <= obj <= _INT64_MAX)
+    for value in values:
+        kind = type(value)
+        if kind is str or kind is bool or value is None:
             continue
-        if isinstance(value, int):
+        if kind is int:
             if not _INT64_MIN <= value <= _INT64_MAX:
                 return False
-        elif isinstance(value, float):
-            return False
-        elif isinstance(value, Mapping):
-            for key in value:
-                if not isinstance(key, str):
-                    raise TypeError(f"JSON object keys must be strings, not {type(key).__name__}")
-            if type(value) is not dict:
+        elif kind is dict or kind is list:
+            if not _orjson_safe(value):
                 return False
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
         else:
-            raise TypeError(f"{type(value).__name__} has no JSON form")
+            return False
     return True
 
 
