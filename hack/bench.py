@@ -61,6 +61,13 @@ BENCHES = (
         ),
     ),
     Bench(
+        "pathological",
+        "A pathological DeviceClass selector does not delay other pods (structured-allocator)",
+        "services/structured-allocator/bench/pathological.py",
+        (),
+        ("--pods", "12"),
+    ),
+    Bench(
         "claims",
         "Claim creation under pod churn (claim-controller)",
         "services/claim-controller/bench/churn.py",

@@ -117,3 +117,16 @@ def test_budget_error_is_memoised_per_device() -> None:
         (device,) = [d for s in index.slices_for_node(NODE["metadata"]["name"]) for d in s.devices]
         assert not isinstance(device.matches[THREE_DEEP], bool)  # the failure itself is memoised
     assert errors[0] == errors[1]
+
+
+def test_broken_claim_selector_message_names_claim_and_expression() -> None:
+    allocator = Allocator(
+        {"gpu": dclass("gpu")}, [rslice("s", [dev("gpu-0")])], AllocatedState.from_claims([])
+    )
+    with pytest.raises(CelSelectorError) as info:
+        allocator.allocate(NODE, [claim("c", req("r", selectors=(THREE_DEEP,)))])
+    message = describe_error(info.value)
+    assert info.value.device_class == ""
+    assert message.startswith('claim "default/c" request "r": claim "default/c" selector #0 ')
+    assert THREE_DEEP in message and "actual cost limit exceeded" in message
+    assert "gpu-0" not in message
