@@ -1,11 +1,13 @@
 """The evaluation budget of a selector (:mod:`structured_allocator.core.cel_cost`) and what running out
 of it is: a CEL runtime error, i.e. broken input of the class or claim, never a stray exception."""
 
+import threading
+
 import pytest
 from sa_builders import DRIVER, NODE, claim, dclass, dev, req, rslice
 
 from structured_allocator.core import AllocatedState, Allocator, CelSelectorError, SliceIndex
-from structured_allocator.core.cel_cost import COST_LIMIT, MATCH_COST, METER
+from structured_allocator.core.cel_cost import COST_LIMIT, MATCH_COST, meter
 from structured_allocator.core.cel_env import CelRuntimeError, compile_selector, device_input
 from structured_allocator.decision import describe_error
 
@@ -45,8 +47,8 @@ def test_find_all_is_charged_per_match() -> None:
     expr = f'{L100}.all(a, "{text}".findAll("x{{1}}").size() == 4000)'
     with pytest.raises(CelRuntimeError, match="actual cost limit exceeded"):
         compile_selector(expr).matches(DEVICE)
-    assert METER.exceeded
-    assert METER.spent <= COST_LIMIT + MATCH_COST  # it stopped at the first match over the limit
+    assert meter().exceeded
+    assert meter().spent <= COST_LIMIT + MATCH_COST  # it stopped at the first match over the limit
 
 
 def test_running_out_cannot_be_absorbed_by_the_expression() -> None:
@@ -62,7 +64,7 @@ def test_budget_is_per_evaluation() -> None:
     sel = compile_selector(f'{L100}.all(a, {L25}.filter(b, b < 20).all(b, "{text}".find("x{{1}}") != ""))')
     assert sel.matches(DEVICE)
     assert sel.matches(DEVICE)
-    assert 900_000 < METER.spent <= COST_LIMIT
+    assert 900_000 < meter().spent <= COST_LIMIT
 
 
 def test_allocator_reports_budget_as_broken_class_input() -> None:
@@ -130,3 +132,15 @@ def test_broken_claim_selector_message_names_claim_and_expression() -> None:
     assert message.startswith('claim "default/c" request "r": claim "default/c" selector #0 ')
     assert THREE_DEEP in message and "actual cost limit exceeded" in message
     assert "gpu-0" not in message
+
+
+def test_each_thread_has_its_own_meter() -> None:
+    text = "x" * 4000
+    compile_selector(f'{L100}.all(a, "{text}".find("x") != "")').matches(DEVICE)
+    spent = meter().spent
+    seen: list[int] = []
+    thread = threading.Thread(target=lambda: seen.append(meter().spent))
+    thread.start()
+    thread.join()
+    assert spent > 0
+    assert seen == [0]

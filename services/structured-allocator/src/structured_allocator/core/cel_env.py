@@ -47,7 +47,7 @@ from typing import Any
 
 from cel_expr_python import cel
 
-from .cel_cost import COST_EXCEEDED, ITERATION_LIMIT, METER
+from .cel_cost import COST_EXCEEDED, ITERATION_LIMIT, meter
 from .cel_lib import env as _env
 from .cel_lib import quantity_msg, semver_msg
 from .cel_regex import RegexError, compile_regex, literal_patterns
@@ -65,6 +65,8 @@ __all__ = [
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
 _MAX_DOMAIN_RETRIES = 8
+_ITERATIONS_EXCEEDED = "Iteration budget exceeded"  # cel-cpp's message
+_ITERATIONS_MESSAGE = f"{COST_EXCEEDED} (more than {ITERATION_LIMIT} comprehension iterations)"
 
 
 class CelCompileError(Exception):
@@ -155,7 +157,7 @@ class CompiledSelector:
     def matches(self, data: dict[str, Any]) -> bool:
         """Evaluate against a :func:`device_input` dict. Raises :class:`CelRuntimeError`."""
         added: set[str] = set()
-        METER.reset()  # one budget for the evaluation, unknown-domain retries included
+        meter().reset()  # one budget for the evaluation, unknown-domain retries included
         for _ in range(_MAX_DOMAIN_RETRIES + 1):
             result = self._eval(data)
             rtype = result.type()
@@ -166,6 +168,8 @@ class CompiledSelector:
                     self.expression, f"CEL result of type {rtype.name()} could not be converted to bool"
                 )
             message = str(result.value())
+            if _ITERATIONS_EXCEEDED in message:
+                raise CelRuntimeError(self.expression, _ITERATIONS_MESSAGE)
             domain = _missing_key(message)
             if (
                 domain is None
@@ -186,16 +190,14 @@ class CompiledSelector:
         try:
             result = self._expr.eval(data={"device": data})
         except RuntimeError as exc:
-            if "Iteration budget exceeded" in str(exc):
-                raise CelRuntimeError(
-                    self.expression,
-                    f"{COST_EXCEEDED} (more than {ITERATION_LIMIT} comprehension iterations)",
-                ) from exc
+            if _ITERATIONS_EXCEEDED in str(exc):
+                raise CelRuntimeError(self.expression, _ITERATIONS_MESSAGE) from exc
             raise CelRuntimeError(self.expression, "evaluation failed: " + _clean_error(str(exc))) from exc
         except Exception as exc:  # cel-cpp or a library function failing outside the error-value path
             raise CelRuntimeError(self.expression, f"evaluation failed: {exc!r}") from exc
-        if METER.exceeded:
-            raise CelRuntimeError(self.expression, f"{COST_EXCEEDED} (limit {METER.limit})")
+        spent = meter()
+        if spent.exceeded:
+            raise CelRuntimeError(self.expression, f"{COST_EXCEEDED} (limit {spent.limit})")
         return result
 
 
