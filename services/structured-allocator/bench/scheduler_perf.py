@@ -36,6 +36,7 @@ from draflow_runtime.log import configure_logging
 from structured_allocator.assume import AssumeCache
 from structured_allocator.core import CelCache, SliceIndex
 from structured_allocator.decision import Decider, Placement
+from structured_allocator.nodefit import NodeUsage, PodUsage, pod_demand
 from structured_allocator.scoring import make_scorer
 
 DRIVER = "gpu.bench.draflow.dev"
@@ -48,7 +49,8 @@ SCHEDULER = "draflow-bench"
 
 def node_obj(name: str) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"bench": "yes"}},
-            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+            "spec": {}, "status": {"allocatable": {"pods": "110", "cpu": "64", "memory": "256Gi"},
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
 
 
 def slice_obj(node: str, devices: int) -> dict[str, Any]:
@@ -115,6 +117,7 @@ class MemoryState:
         self.slices = SliceIndex(slice_obj(n, devices) for n in names)
         self.claims = _Cache({})
         self.assume = AssumeCache()
+        self.usage = NodeUsage()
         self._classes = {CLASS: class_obj()}
         self._names = sorted(names)
 
@@ -147,6 +150,7 @@ def memory_run(nodes: int, devices: int, pods: int, nodes_to_find: int) -> dict[
             assert allocation is not None
             # as if the write landed and the informer saw it
             state.assume.observe_claim({**claim, "status": {"allocation": allocation}})
+            state.usage.observe(pod["metadata"]["uid"], PodUsage(decision.node, pod_demand(pod)))
     return {"nodes": nodes, "pods": pods, "placed": placed, "p50": percentile(latencies, 0.5),
             "p99": percentile(latencies, 0.99), "mean": statistics.fmean(latencies)}
 

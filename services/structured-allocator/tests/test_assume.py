@@ -67,3 +67,33 @@ def test_shared_allocations_add_and_remove_consumed_capacity() -> None:
     assert cache.state.capacity[GPU0]["memory"] == 10 * 2**30
     cache.observe_claim(None, uid="u1")
     assert GPU0 not in cache.state.capacity and not cache.state.shared
+
+
+def _reserved(uid: str, rv: str, pods: list[str]) -> dict[str, Any]:
+    return {"metadata": {"uid": uid, "name": "c", "namespace": "ns", "resourceVersion": rv},
+            "status": {"allocation": _alloc(), "reservedFor": [
+                {"resource": "pods", "name": p, "uid": p} for p in pods]}}
+
+
+def test_reservations_in_flight_count_until_the_informer_shows_them() -> None:
+    cache = AssumeCache()
+    cache.observe_claim(_reserved("u1", "10", ["a"]))
+    cache.reserve("u1", "b")
+    cache.reserve("u1", "c")
+    assert cache.reservations("u1", [{"uid": "a"}]) == (3, 2)
+    cache.reservation_written("u1", "b", "12")
+    cache.observe_claim(_reserved("u1", "11", ["a", "c"]))  # c's write shows; b's not yet
+    assert cache.reservations("u1", [{"uid": "a"}, {"uid": "c"}]) == (3, 1)
+    # the informer reaches b's write after b was already removed again: b no longer counts
+    cache.observe_claim(_reserved("u1", "13", ["a", "c"]))
+    assert cache.reservations("u1", [{"uid": "a"}, {"uid": "c"}]) == (2, 0)
+
+
+def test_a_failed_reservation_stops_counting_and_a_deleted_claim_forgets_all() -> None:
+    cache = AssumeCache()
+    cache.reserve("u1", "a")
+    cache.reserve("u1", "b")
+    cache.unreserve("u1", "a")
+    assert cache.reservations("u1", []) == (1, 1)
+    cache.observe_claim(None, uid="u1")
+    assert cache.reservations("u1", []) == (0, 0)

@@ -83,7 +83,8 @@ def format_explanation(doc: Mapping[str, Any]) -> str:
         lines.append(f"nodes: {nodes.get('total', 0)} total, "
                      f"{nodes.get('devicesDidNotFit', 0)} where the devices did not fit")
         for reason, count in sorted((nodes.get("filtered") or {}).items()):
-            lines.append(f"  {count} node(s) {reason}")
+            # kube-scheduler's resource reasons ("Too many pods", "Insufficient cpu") read without "node(s)"
+            lines.append(f"  {count} {reason}" if reason[:1].isupper() else f"  {count} node(s) {reason}")
     best = doc.get("bestNode") or {}
     if best:
         lines.append("")

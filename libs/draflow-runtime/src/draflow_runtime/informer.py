@@ -10,6 +10,10 @@ Lifecycle of the background task:
 3. the watch ends (server timeout) or the connection breaks → watch again from ``resource_version``
    (with backoff after failures); ``410 Gone`` (HTTP or ERROR event) → back to 1.
 
+A ``transform`` (client-go's ``SetTransform``) may shrink every listed or watched object before it is
+cached, e.g. a pod to the few fields a scheduler counts; it must keep ``metadata.name``, ``namespace``
+and ``resourceVersion``.
+
 Handlers are called synchronously, in event order, after the cache and indexes are updated; they must
 only enqueue keys. A handler that raises is logged and does not disturb the informer. Cached objects
 are shared: never mutate one, copy it first.
@@ -27,13 +31,14 @@ import structlog
 from .errors import ApiError, Gone, TransportError
 from .kube import KubeClient, Resource
 
-__all__ = ["EventType", "Handler", "Indexer", "Informer", "key_of"]
+__all__ = ["EventType", "Handler", "Indexer", "Informer", "Transform", "key_of"]
 
 log = structlog.get_logger(__name__)
 
 EventType = Literal["add", "update", "delete"]
 Handler = Callable[[EventType, "dict[str, Any] | None", "dict[str, Any] | None"], None]
 Indexer = Callable[[dict[str, Any]], Iterable[str]]
+Transform = Callable[[dict[str, Any]], dict[str, Any]]
 
 _PAGE_SIZE = 500
 _BACKOFF_START = 0.2
@@ -72,6 +77,7 @@ class Informer:
         name: str | None = None,
         *,
         watch_timeout: int = 300,
+        transform: Transform | None = None,
     ) -> None:
         self._kube = kube
         self._res = res
@@ -81,6 +87,7 @@ class Informer:
         self._indexers = dict(indexers or {})
         self.name = name or res.plural
         self._watch_timeout = watch_timeout
+        self._transform = transform
         self._items: dict[str, dict[str, Any]] = {}
         self._indices: dict[str, dict[str, set[str]]] = {n: {} for n in self._indexers}
         self._index_values: dict[str, dict[str, _List[str]]] = {n: {} for n in self._indexers}
@@ -233,6 +240,8 @@ class Informer:
                     if continue_ is None:
                         list_rv = meta.get("resourceVersion", "")
                     for obj in page.get("items") or ():
+                        if self._transform is not None:
+                            obj = self._transform(obj)
                         objects[key_of(obj)] = obj
                     continue_ = meta.get("continue") or None
                     if not continue_:
@@ -260,6 +269,8 @@ class Informer:
             timeout_seconds=timeout,
         ):
             rv = _rv(obj)
+            if self._transform is not None and etype in ("ADDED", "MODIFIED", "DELETED"):
+                obj = self._transform(obj)
             if etype in ("ADDED", "MODIFIED"):
                 self._upsert(obj)
             elif etype == "DELETED":

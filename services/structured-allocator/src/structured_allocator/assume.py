@@ -9,6 +9,13 @@ Every claim has at most one *effective* allocation, by claim UID:
   without an allocation never drops an assumption: that is how a device is never handed out twice
   between the decision and the informer catching up (upstream #136269).
 
+**Reservations in flight** count too (upstream's 256-entry ``reservedFor`` limit): a pod's write
+pipeline registers each claim it adds the pod to (:meth:`AssumeCache.reserve`); the entry stays until
+the informer shows the pod in ``reservedFor``, or shows the claim at or after the resourceVersion our
+write returned (the pod was removed again meanwhile), or the pipeline fails (:meth:`unreserve`).
+:meth:`reservations` is the informer's ``reservedFor`` plus those, so pods beyond the limit wait
+instead of being written and rejected.
+
 Device usage is kept incrementally in one :class:`AllocatedState` (exclusive devices reference-counted,
 shared devices by share ID, consumed capacity summed), so a decision never rebuilds it. After a crash
 nothing is lost: a new process lists the claims and every allocated claim counts as in use, whether or
@@ -18,7 +25,7 @@ not its pod was ever bound.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -48,6 +55,8 @@ class AssumeCache:
         self._informer: dict[str, Mapping[str, Any]] = {}  # claim uid -> allocation from the API
         self._assumed: dict[str, Assumed] = {}  # claim uid -> in-flight allocation
         self._effective: dict[str, Mapping[str, Any]] = {}
+        # claim uid -> {pod uid: resourceVersion our write returned, "" while in flight}
+        self._reserving: dict[str, dict[str, str]] = {}
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -75,8 +84,11 @@ class AssumeCache:
         if claim is None:
             self._informer.pop(uid, None)
             self._assumed.pop(uid, None)
+            self._reserving.pop(uid, None)
             return self._set_effective(uid, None)
         uid = claim["metadata"]["uid"]
+        if uid in self._reserving:
+            self._prune_reservations(uid, claim)
         allocation = (claim.get("status") or {}).get("allocation")
         if allocation:
             self._informer[uid] = allocation
@@ -105,6 +117,46 @@ class AssumeCache:
         if self._assumed.pop(uid, None) is None:
             return False
         return self._set_effective(uid, self._informer.get(uid))
+
+    # -- reservations in flight ---------------------------------------------------------------------
+
+    def reserve(self, claim_uid: str, pod_uid: str) -> None:
+        """A pipeline is adding ``pod_uid`` to the claim's ``reservedFor``."""
+        self._reserving.setdefault(claim_uid, {})[pod_uid] = ""
+
+    def reservation_written(self, claim_uid: str, pod_uid: str, resource_version: str) -> None:
+        """The write landed; the claim had ``resource_version`` right after it."""
+        pods = self._reserving.get(claim_uid)
+        if pods is not None and pod_uid in pods:
+            pods[pod_uid] = resource_version or "?"
+
+    def unreserve(self, claim_uid: str, pod_uid: str) -> None:
+        """The pipeline failed (its reservation was undone)."""
+        pods = self._reserving.get(claim_uid)
+        if pods is not None:
+            pods.pop(pod_uid, None)
+            if not pods:
+                del self._reserving[claim_uid]
+
+    def reservations(self, claim_uid: str, reserved_for: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+        """(consumers of the claim counting reservations in flight, of which in flight) for the
+        informer's ``reserved_for`` of the claim."""
+        pods = self._reserving.get(claim_uid)
+        if not pods:
+            return len(reserved_for), 0
+        seen = {r.get("uid") for r in reserved_for}
+        extra = sum(1 for p in pods if p not in seen)
+        return len(reserved_for) + extra, extra
+
+    def _prune_reservations(self, uid: str, claim: Mapping[str, Any]) -> None:
+        seen = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or []}
+        version = str((claim.get("metadata") or {}).get("resourceVersion") or "")
+        pods = self._reserving[uid]
+        for pod_uid, written in list(pods.items()):
+            if pod_uid in seen or (written and _not_older(version, written)):
+                del pods[pod_uid]
+        if not pods:
+            del self._reserving[uid]
 
     # -- usage bookkeeping -----------------------------------------------------------------------------
 
@@ -147,6 +199,15 @@ class AssumeCache:
                 if self._exclusive[did] <= 0:
                     del self._exclusive[did]
                     state.devices.discard(did)
+
+
+def _not_older(seen: str, written: str) -> bool:
+    """Has the informer caught up with our write? resourceVersions are etcd revisions (integers) on
+    every API server we know; anything else only matches exactly."""
+    try:
+        return int(seen) >= int(written)
+    except ValueError:
+        return seen == written
 
 
 def _results(allocation: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -11,11 +11,13 @@
   allocated claim is unavailable (its binding conditions failed or timed out, :mod:`.bindingconds`).
   When no node fits, ``deallocate`` names the allocated claim PostFilter gives back (:mod:`.postfilter`).
 
-Search: node filters first (:mod:`.nodes`), a cheap free-device count that skips nodes that cannot
-hold the devices asked for, then the core :class:`~.core.Allocator` per node. Like kube-scheduler's
-``percentageOfNodesToScore`` it stops after ``nodes_to_find`` feasible nodes, starting where the last
-search stopped, so the cost of one decision does not grow with the cluster (the SliceIndex makes
-each node's look-up independent of the number of slices elsewhere). The scorer picks among them.
+Search: node filters first (:mod:`.nodes`), node fit (:mod:`.nodefit`: pod count, resource requests
+and host ports against what the node's bound and assumed pods use), a cheap free-device count that
+skips nodes that cannot hold the devices asked for, then the core :class:`~.core.Allocator` per
+node. Like kube-scheduler's ``percentageOfNodesToScore`` it stops after ``nodes_to_find`` feasible
+nodes, starting where the last search stopped, so the cost of one decision does not grow with the
+cluster (the SliceIndex makes each node's look-up independent of the number of slices elsewhere).
+The scorer picks among them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 from .bindingconds import binding_status, utcnow
 from .core import AllocationError, Allocator, CelCache, CelSelectorError, UnknownDeviceClassError
 from .explain_http import PodExplanation
-from .nodes import claim_selector_reason, node_filter_reason
+from .nodefit import PodDemand, pod_demand
+from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .postfilter import claim_to_deallocate
 from .scoring import Candidate, Scorer
 from .state import ClusterState, pod_claim_names
@@ -140,11 +143,14 @@ class Decider:
     def decide(self, pod: Mapping[str, Any], *, only_node: str | None = None) -> Decision:
         """Place ``pod`` (see the module docstring). ``only_node``: the pod is already bound there
         (NATS allocate request): no node filters, that node only."""
+        meta = pod["metadata"]
+        pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
+        unsupported = None if only_node else unsupported_reason(pod)
+        if unsupported:
+            return Unschedulable(PodExplanation(pod_key, [], waiting=unsupported))
         resolved = self._resolve(pod)
         if not isinstance(resolved, list):
             return resolved
-        meta = pod["metadata"]
-        pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
         assume = self.state.assume
         allocated: list[PlannedClaim] = []
         to_allocate: list[Mapping[str, Any]] = []
@@ -161,10 +167,11 @@ class Decider:
                 return Waiting(f'allocation of ResourceClaim "{ckey}" is being written', on_claim=ckey)
             reserved_for = (claim.get("status") or {}).get("reservedFor") or []
             reserved = any(r.get("uid") == pod_uid for r in reserved_for)
-            if not reserved and len(reserved_for) >= MAX_RESERVED_FOR:
+            consumers, _ = assume.reservations(uid, reserved_for)  # including writes in flight
+            if not reserved and consumers >= MAX_RESERVED_FOR:
                 return Unschedulable(PodExplanation(
                     pod_key, [], waiting=f'ResourceClaim "{ckey}" is already reserved for '
-                    f"{MAX_RESERVED_FOR} consumers"))
+                    f"{MAX_RESERVED_FOR} consumers, the most allowed"))
             binding = binding_status(claim, now=self.clock(), timeout=self.binding_timeout)
             if binding.state.unavailable:
                 unavailable.append((claim, f'ResourceClaim "{ckey}" is not available: {binding.message}'))
@@ -198,6 +205,7 @@ class Decider:
         for claim in to_allocate:
             n = _min_devices(claim)
             needed = None if n is None or needed is None else needed + n
+        demand = pod_demand(pod)
         names = [only_node] if only_node else state.node_names()
         explanation.nodes_total = len(names)
         feasible: list[Candidate] = []
@@ -214,6 +222,8 @@ class Decider:
             reason = reason or claim_selector_reason(node, fixed)
             if reason:
                 explanation.node_reasons[reason] += 1
+                continue
+            if not only_node and self._does_not_fit(node, demand, explanation):
                 continue
             free, total, shared = self._free_devices(name)
             if allocator is None:
@@ -247,6 +257,14 @@ class Decider:
                 return Candidate(best_node, outcome.results, most_free, most_free)
             explanation.consider(outcome.explanation)
         return None
+
+    def _does_not_fit(self, node: Mapping[str, Any], demand: PodDemand,
+                      explanation: PodExplanation) -> bool:
+        """NodeResourcesFit + NodePorts; every reason is counted, as kube-scheduler does."""
+        reasons = self.state.usage.fit_reasons(node, demand)
+        for reason in reasons:
+            explanation.node_reasons[reason] += 1
+        return bool(reasons)
 
     def _free_devices(self, node_name: str) -> tuple[int, int, bool]:
         """(free, total) devices of the node's own slices and whether shared slices also serve it.

@@ -2,7 +2,9 @@
 
 One scheduling attempt that finds no node produces a :class:`PodExplanation`:
 
-* node filter reasons counted (``2 node(s) were not ready``), like kube-scheduler's FitError;
+* node filter reasons counted (``2 node(s) were not ready``), like kube-scheduler's FitError; node fit
+  reasons (``Too many pods``, ``Insufficient cpu``) are kube-scheduler's own and rendered as it does
+  (``3 Too many pods``), see :func:`reason_text`;
 * how many nodes were tried for devices and did not fit, and the **best** of them (the node whose
   requests came closest: most usable devices towards what is needed) with the core's per-request
   funnel (devices of the class → matching selectors → free → blocked by taints / counters / capacity /
@@ -27,9 +29,15 @@ from aiohttp import web
 
 from .core import Explanation
 
-__all__ = ["ExplanationStore", "PodExplanation", "closeness"]
+__all__ = ["ExplanationStore", "PodExplanation", "closeness", "reason_text"]
 
 MAX_MESSAGE = 1024
+
+
+def reason_text(count: int, reason: str) -> str:
+    """``2 node(s) were not ready``; kube-scheduler's resource reasons, which start with a capital
+    (``Too many pods``, ``Insufficient cpu``), as upstream prints them: ``2 Insufficient cpu``."""
+    return f"{count} {reason}" if reason[:1].isupper() else f"{count} node(s) {reason}"
 
 
 def closeness(ex: Explanation) -> tuple[int, int]:
@@ -62,7 +70,7 @@ class PodExplanation:
         elif self.waiting:
             text = self.waiting
         else:
-            parts = [f"{count} node(s) {reason}" for reason, count in sorted(self.node_reasons.items())]
+            parts = [reason_text(count, reason) for reason, count in sorted(self.node_reasons.items())]
             if self.no_fit:
                 parts.append(f"{self.no_fit} node(s) cannot allocate the pod's claims")
             text = f"0/{self.nodes_total} nodes are available"

@@ -1,10 +1,16 @@
 """Node filters: can this pod run on this node at all, before devices are looked at?
 
-Mirrors the kube-scheduler plugins a DRA pod needs from a secondary scheduler: NodeUnschedulable,
-node readiness, TaintToleration (NoSchedule/NoExecute), NodeName, NodeAffinity (``nodeSelector`` and
-required ``nodeAffinity``), plus the node selectors of claims that are already allocated. Each filter
-returns ``None`` (passes) or a short reason that is counted per reason in explanations, e.g.
+Mirrors the kube-scheduler filter plugins a secondary scheduler needs: NodeUnschedulable, node readiness
+(draflow's own: kube-scheduler leaves that to the ``not-ready`` taint), TaintToleration
+(NoSchedule/NoExecute; the alpha ``Lt``/``Gt`` toleration operators are off, as in v1.37), NodeAffinity
+(``nodeSelector`` and required ``nodeAffinity``), plus the node selectors of claims that are already
+allocated; NodeResourcesFit and NodePorts are in :mod:`.nodefit`. Each filter returns ``None`` (passes)
+or a short reason that is counted per reason in explanations, e.g.
 ``3 node(s) had untolerated taint {gpu: NoSchedule}``.
+
+:func:`unsupported_reason` names what a pod needs that draflow does not implement (inter-pod
+(anti-)affinity, hard topology spread, volumes): such a pod is reported unschedulable with that reason
+instead of being bound without the check.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 from .core.pools import node_selector_matches
 from .core.selection import tolerates
 
-__all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates"]
+__all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates", "unsupported_reason"]
 
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
@@ -82,4 +88,27 @@ def claim_selector_reason(node: Mapping[str, Any], allocations: Iterable[Mapping
             ok = False
         if not ok:
             return "cannot use the node of an already allocated claim"
+    return None
+
+
+def unsupported_reason(pod: Mapping[str, Any]) -> str | None:
+    """Why draflow cannot schedule ``pod`` correctly, or None: it would need a kube-scheduler filter that
+    draflow does not implement (InterPodAffinity, PodTopologySpread with DoNotSchedule, the volume
+    plugins). Preferred affinity and ``ScheduleAnyway`` spread only score in kube-scheduler and are
+    ignored here."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    for kind, what in (("podAffinity", "inter-pod affinity"), ("podAntiAffinity", "inter-pod anti-affinity")):
+        if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            return (f"draflow does not support required {what} "
+                    f"(spec.affinity.{kind}.requiredDuringSchedulingIgnoredDuringExecution); "
+                    "schedule this pod with kube-scheduler")
+    for constraint in spec.get("topologySpreadConstraints") or []:
+        if constraint.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
+            return ("draflow does not support topologySpreadConstraints with whenUnsatisfiable: "
+                    "DoNotSchedule; schedule this pod with kube-scheduler")
+    for volume in spec.get("volumes") or []:
+        if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
+            return (f'draflow does not bind volumes (volume "{volume.get("name", "")}" uses a '
+                    "PersistentVolumeClaim); schedule this pod with kube-scheduler")
     return None

@@ -10,17 +10,17 @@
           pipeline (Binder) under a semaphore       its write shows up          explanation kept for HTTP
 
 Writes never stall decisions (upstream: PreBind runs in its own goroutine): the assume cache holds the
-devices while they are in flight. A pipeline whose devices have binding conditions waits for them
-between the claim writes and the binding (:mod:`.binding_wait`, no write slot held, Event
-``BindingConditionsPending``); a failure condition or the binding timeout fails the pipeline. A
-failed pipeline is undone (the claim it allocated is deallocated), the assumptions are released and
-the pod is retried with exponential backoff. Unschedulable pods are
-retried when something that could help changes: slices, classes, nodes, a claim of theirs, any claim
-freeing devices (informer handlers), a pool change announced on NATS, or after ``unschedulable_retry``
-(not when their input is broken, e.g. a DeviceClass selector that fails: only a change can help).
-When no node fits and an allocated claim of the pod is used by nobody else, that claim is deallocated in
-the background (PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod.
-"""
+devices and the ``reservedFor`` entries while they are in flight, and the pod counts on its node
+(:class:`~.nodefit.NodeUsage`) until the informer of bound pods shows it. A pipeline whose devices have
+binding conditions waits for them between the claim writes and the binding (:mod:`.binding_wait`, no
+write slot held, Event ``BindingConditionsPending``); a failure condition or the binding timeout fails
+the pipeline. A failed pipeline is undone (the claim it allocated is deallocated), the assumptions are
+released and the pod is retried with exponential backoff. Unschedulable pods are retried when something
+that could help changes: slices, classes, nodes, a claim of theirs, any claim freeing devices (informer
+handlers), a pool change announced on NATS, or after ``unschedulable_retry`` (not when their input is
+broken, e.g. a DeviceClass selector that fails: only a change can help). When no node fits and an
+allocated claim of the pod is used by nobody else, that claim is deallocated in the background
+(PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod."""
 
 from __future__ import annotations
 
@@ -47,6 +47,7 @@ from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
+from .nodefit import PodUsage, pod_demand
 from .report import Reporter
 from .scoring import make_scorer
 from .settings import Settings
@@ -203,10 +204,15 @@ class Scheduler:
             return Done()
 
     def start_pipeline(self, plan: PodPlan) -> asyncio.Task[bool]:
-        """Assume the plan's allocations and run its writes in the background."""
+        """Assume the plan's allocations (and the pod on its node, for node fit) and run its writes in
+        the background."""
         for cp in plan.claims:
             if cp.allocation is not None:
                 self.state.assume.assume(cp.uid, cp.key, cp.allocation, plan.key)
+            if cp.reserve:
+                self.state.assume.reserve(cp.uid, plan.uid)
+        if plan.bind:
+            self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(plan.pod)))
         self.in_flight[plan.key] = plan
         task = asyncio.create_task(self._pipeline(plan), name=f"write-{plan.key}")
         self._tasks.add(task)
@@ -285,7 +291,7 @@ class Scheduler:
         all of it succeeded. On failure everything is undone and the pod retried with backoff."""
         key = plan.key
         try:
-            async with self.write_slots:
+            async with self.binder.shared_claim_turn(plan), self.write_slots:
                 await self.binder.write_claims(plan, lambda cp: self._claim_written(plan, cp))
             # Pods already bound (NATS allocate requests) have no binding to hold back.
             waiting = self.binding.pending(plan.claims) if plan.bind else []
@@ -311,6 +317,8 @@ class Scheduler:
                 for cp in plan.claims:
                     if cp.allocation is not None:
                         self.state.assume.release(cp.uid)
+                    self.state.assume.unreserve(cp.uid, plan.uid)
+                self.state.usage.forget(plan.uid)
                 self.queue.add_after(key, delay)
             await self.reporter.recorder.event(dict(plan.pod), "Warning", "FailedBinding",
                                                f"placing on node {plan.node} failed: {err}")
@@ -333,6 +341,8 @@ class Scheduler:
 
     async def _claim_written(self, plan: PodPlan, cp: ClaimPlan) -> None:
         self.state.assume.mark_written(cp.uid)
+        if cp.reserve:
+            self.state.assume.reservation_written(cp.uid, plan.uid, cp.written_version)
         self._wake(cp.key)
         if cp.allocation is not None:
             await self.reporter.allocated(cp.claim, cp.allocation, plan.pod, plan.node)

@@ -2,6 +2,9 @@
 
 * pods not bound yet (``spec.nodeName=``; one scheduler name also filters ``spec.schedulerName``),
   indexed by the claims they reference (``byClaim``: ``namespace/claim``);
+* every non-terminal pod bound to a node, whoever scheduled it, in all namespaces, cut down to its
+  node, requests and host ports (:func:`slim_bound_pod`, ~0.3 KB a pod) and summed per node in
+  :class:`~.nodefit.NodeUsage` (node fit: pod count, resource requests, ports);
 * ResourceClaims, fed into the :class:`~.assume.AssumeCache`;
 * ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental) with
   the taints of matching DeviceTaintRules patched in (:mod:`.core.taint_rules`; a rule change re-indexes
@@ -30,8 +33,12 @@ from draflow_runtime.kube import (
 from .assume import AssumeCache
 from .core import SliceIndex
 from .core.taint_rules import apply_taint_rules, rule_touches_pool
+from .nodefit import NodeUsage, PodUsage, pod_demand
 
-__all__ = ["ClusterState", "Listener", "pod_claim_names"]
+__all__ = ["BOUND_PODS_SELECTOR", "ClusterState", "Listener", "pod_claim_names", "slim_bound_pod"]
+
+# kube-scheduler's own pod informer leaves terminal pods out the same way.
+BOUND_PODS_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
 
 
 class Listener(Protocol):
@@ -74,6 +81,16 @@ def _scheduling_view(pod: Mapping[str, Any] | None) -> Any:
     )
 
 
+def slim_bound_pod(pod: dict[str, Any]) -> dict[str, Any]:
+    """Informer transform: what node fit needs of a bound pod (its demand is computed once here)."""
+    meta = pod.get("metadata") or {}
+    return {
+        "metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
+        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "usage": PodUsage((pod.get("spec") or {}).get("nodeName") or "", pod_demand(pod, use_status=True)),
+    }
+
+
 class ClusterState:
     """The informers of one leadership term and the indexes built from them."""
 
@@ -96,6 +113,10 @@ class ClusterState:
             selector += ",spec.schedulerName=" + next(iter(scheduler_names))
         self.pods = Informer(kube, PODS, namespace, field_selector=selector,
                              indexers={"byClaim": _claims_of_pod}, name="pending-pods")
+        # Node fit counts every pod on a node, in every namespace, whoever scheduled it.
+        self.usage = NodeUsage()
+        self.bound_pods = Informer(kube, PODS, None, field_selector=BOUND_PODS_SELECTOR,
+                                   transform=slim_bound_pod, name="bound-pods")
         self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="claims")
         self.slice_informer = Informer(kube, RESOURCE_SLICES, name="slices")
         self.classes = Informer(kube, DEVICE_CLASSES, name="deviceclasses")
@@ -103,6 +124,7 @@ class ClusterState:
         self.rules = Informer(kube, DEVICE_TAINT_RULES, name="devicetaintrules") if taint_rules else None
         self._node_order: list[str] | None = None
         self.pods.add_handler(self._on_pod)
+        self.bound_pods.add_handler(self._on_bound_pod)
         self.claims.add_handler(self._on_claim)
         self.slice_informer.add_handler(self._on_slice)
         self.classes.add_handler(self._on_class)
@@ -113,7 +135,8 @@ class ClusterState:
     @property
     def informers(self) -> list[Informer]:
         rules = [self.rules] if self.rules is not None else []
-        return [self.classes, self.nodes, *rules, self.slice_informer, self.claims, self.pods]
+        return [self.classes, self.nodes, *rules, self.slice_informer, self.claims, self.bound_pods,
+                self.pods]
 
     async def start(self) -> None:
         """Start every informer and wait until all are synced (claims before pods: the assume cache
@@ -161,6 +184,14 @@ class ClusterState:
             return
         self.listener.pod_changed(key_of(pod), new)
 
+    def _on_bound_pod(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if old is not None and (new is None or old["metadata"]["uid"] != new["metadata"]["uid"]):
+            self.usage.observe(str(old["metadata"]["uid"]), None)
+        if new is not None:
+            self.usage.observe(str(new["metadata"]["uid"]), new["usage"])
+        if new is None or (old is not None and old["usage"] != new["usage"]):
+            self.listener.cluster_changed("pod")  # room may have been freed on a node
+
     def _on_claim(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         claim = new if new is not None else old
         assert claim is not None
@@ -195,4 +226,6 @@ class ClusterState:
     def _on_node(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         if event != "update":
             self._node_order = None
+        if new is None and old is not None:
+            self.usage.forget_node(old["metadata"]["name"])
         self.listener.cluster_changed("node")

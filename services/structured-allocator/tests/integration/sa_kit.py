@@ -35,6 +35,8 @@ from structured_allocator.settings import Settings
 
 T = TypeVar("T")
 
+DEFAULT_ALLOCATABLE = {"pods": "110", "cpu": "64", "memory": "256Gi", "ephemeral-storage": "1Ti"}
+
 
 def devices_of(claim: dict[str, Any]) -> list[str]:
     results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
@@ -97,7 +99,10 @@ class Kit:
     # -- cluster-scoped objects (deleted after the test)
 
     async def node(self, name: str, *, ready: bool = True, labels: dict[str, str] | None = None,
-                   taints: list[dict[str, Any]] | None = None) -> str:
+                   taints: list[dict[str, Any]] | None = None,
+                   allocatable: dict[str, str] | None = None) -> str:
+        """A Ready (or not) Node with ``status.allocatable`` (default: 110 pods, 64 cpu, 256Gi memory,
+        as a kubelet would report)."""
         name = f"{name}-{self.suffix}"
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "Node",
                                 "metadata": {"name": name, "labels": labels or {}}, "spec": {}}
@@ -105,7 +110,9 @@ class Kit:
             body["spec"]["taints"] = taints
         await self.kube.create(NODES, body)
         self.cluster_objects.append((NODES, name))
-        status = {"status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False",
+        resources = allocatable if allocatable is not None else DEFAULT_ALLOCATABLE
+        status = {"status": {"capacity": resources, "allocatable": resources,
+                             "conditions": [{"type": "Ready", "status": "True" if ready else "False",
                                              "reason": "Test", "message": "test node",
                                              "lastHeartbeatTime": _now(), "lastTransitionTime": _now()}]}}
         await self.kube.patch(NODES, name, status, subresource="status")
@@ -169,20 +176,28 @@ class Kit:
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
             "spec": self.claim_spec(**kw)}, self.namespace)
 
-    async def pod(self, name: str, claims: dict[str, dict[str, str]], **spec: Any) -> dict[str, Any]:
+    async def pod(self, name: str, claims: dict[str, dict[str, str]], *,
+                  requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+        """A pod for this allocator; ``requests``: the container's resource requests."""
+        resources: dict[str, Any] = {"claims": [{"name": c} for c in claims]}
+        if requests:
+            resources["requests"] = requests
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": {
             "schedulerName": self.scheduler_name,
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
-                            "resources": {"claims": [{"name": c} for c in claims]}}],
+                            "resources": resources}],
             "resourceClaims": [{"name": c, **ref} for c, ref in claims.items()], **spec}}
         return await self.kube.create(PODS, body, self.namespace)
 
     async def template_pod(self, name: str, template: str, *, node: str | None = None,
+                           requests: dict[str, str] | None = None, spec: dict[str, Any] | None = None,
                            **kw: Any) -> dict[str, Any]:
         """A pod with one template claim ``gpu``, plus what the claim-controller would do: the claim
-        (owned by the pod, spec from the template) and ``pod.status.resourceClaimStatuses``."""
+        (owned by the pod, spec from the template) and ``pod.status.resourceClaimStatuses``.
+        ``spec``: more pod spec fields."""
         extra = {"nodeName": node} if node else {}
-        pod = await self.pod(name, {"gpu": {"resourceClaimTemplateName": template}}, **extra)
+        pod = await self.pod(name, {"gpu": {"resourceClaimTemplateName": template}}, requests=requests,
+                             **extra, **(spec or {}))
         tmpl = await self.kube.get(RESOURCE_CLAIM_TEMPLATES, template, self.namespace)
         claim = await self.kube.create(RESOURCE_CLAIMS, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
