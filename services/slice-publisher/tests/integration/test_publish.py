@@ -107,6 +107,8 @@ async def test_driver_killed_taints_at_once_and_driver_back_in_grace_keeps_slice
     slices = await eventually(lambda: _when(h, lambda s: len(s) == 1 and tainted(s) == 0))
     assert {s["metadata"]["name"]: s["metadata"]["uid"] for s in slices} == uids
     assert shape(slices)["devices"] == gpus(8)
+    # The API can show the write before the publisher has read the answer to it and counted it.
+    await eventually(lambda: settled(pub))
     assert pub.stats.created == 1 and pub.stats.deleted == 0 and pub.stats.updated == 2
 
 
