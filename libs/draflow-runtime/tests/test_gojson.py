@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from draflow_runtime.gojson import dumps, dumps_recursive, format_float
+from draflow_runtime.gojson import dumps, dumps_recursive, format_float, yaml_safe
 
 GO_VECTORS: list[tuple[str, Any, bytes]] = [
     ("compact, keys sorted", {"b": 1, "a": [1, 2], "c": {"z": None, "y": True}},
@@ -98,6 +98,7 @@ def test_mappings_other_than_dict_are_encoded() -> None:
 # -- properties over generated values ---------------------------------------------------------------------
 
 _CHARS = [chr(i) for i in range(0x20)] + list('<>&"\\/aZ\x7f \xe9\u20ac\U0001f600\u2028\u2029\ufeff\xa0')
+_CHARS += ["\x85", "\x9f", "\ufffe"]  # fine in JSON, not in YAML
 
 
 def _value(rnd: random.Random, depth: int = 0, floats: bool = True) -> Any:
@@ -161,3 +162,17 @@ def test_fast_path_and_recursive_encoder_agree(seed: int) -> None:
 def test_format_float(value: float, expected: str) -> None:
     assert format_float(value) == expected
     assert float(expected) == value
+
+
+def test_yaml_safe_escapes_what_yaml_refuses_or_folds_and_nothing_else() -> None:
+    text = "del\x7f c1\x80\x85\x9f nonchar\ufffe\uffff kept\xa0\ufffd\xe9\u20ac\U0001f600\t"
+    encoded = yaml_safe(dumps({"t": text}))
+    assert encoded == (b'{"t":"del\\u007f c1\\u0080\\u0085\\u009f nonchar\\ufffe\\uffff kept'
+                       + "\xa0\ufffd\xe9\u20ac\U0001f600".encode() + b'\\t"}')
+    assert orjson.loads(encoded) == {"t": text}
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_yaml_safe_keeps_the_value(seed: int) -> None:
+    for value in _values(seed, 300, floats=True):
+        assert orjson.loads(yaml_safe(dumps(value))) == orjson.loads(dumps(value)), value

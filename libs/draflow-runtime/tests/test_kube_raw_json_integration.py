@@ -166,6 +166,21 @@ async def test_allocator_writes_work_on_a_claim_a_go_client_wrote_in_struct_orde
     assert {r["uid"] for r in final["status"]["reservedFor"]} == {p["uid"] for p in pods}
 
 
+async def test_server_side_apply_carries_characters_yaml_refuses(
+    kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+) -> None:
+    """An apply patch is read as YAML: raw DEL, C1 controls and U+FFFE are "control characters are not
+    allowed" there (400) and U+0085 turns into a space, though all are fine in JSON."""
+    ns = await make_namespace("rawjson")
+    parameters = {"del": "a\x7fb", "c1": "\x80\x9f", "nel": "line\x85break", "nonchar": "\ufffe\uffff"}
+    body = {**_claim("c", parameters), "metadata": {"name": "c", "namespace": ns}}
+
+    applied = await kube.patch(RESOURCE_CLAIMS, "c", body, ns, patch_type="apply", field_manager=MANAGER)
+
+    assert applied["spec"]["devices"]["config"][0]["opaque"]["parameters"] == parameters
+    assert (await _merge(kube, applied))["spec"] == applied["spec"]
+
+
 @pytest.mark.parametrize("params", PARAMETERS)
 async def test_template_with_opaque_parameters_can_be_labelled(
     kube: KubeClient, make_namespace: Callable[..., Awaitable[str]], params: str,

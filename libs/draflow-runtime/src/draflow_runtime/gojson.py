@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_recursive", "format_float"]
+__all__ = ["dumps", "dumps_recursive", "format_float", "yaml_safe"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -77,6 +78,19 @@ def _go_escapes(data: bytes) -> bytes:
     for raw, escaped in _GO_ONLY_ESCAPES:
         data = data.replace(raw, escaped)
     return data
+
+
+# Characters JSON allows raw in strings but YAML does not (outside c-printable: DEL, the C1 controls,
+# U+FFFE, U+FFFF; U+0085 NEL is printable but read as a line break). In UTF-8 none of these byte
+# sequences can occur inside another character, and outside strings JSON has only printable ASCII.
+_YAML_UNSAFE = re.compile(rb"\x7f|\xc2[\x80-\x9f]|\xef\xbf[\xbe\xbf]")
+
+
+def yaml_safe(data: bytes) -> bytes:
+    """Canonical JSON ``data`` that a YAML parser reads as the same value: the characters YAML refuses
+    (``control characters are not allowed``) or folds (U+0085 becomes a space) as ``\\u`` escapes. For
+    server-side apply bodies (``application/apply-patch+yaml``), which the API server reads as YAML."""
+    return _YAML_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
 
 
 def _orjson_safe(obj: Any) -> bool:

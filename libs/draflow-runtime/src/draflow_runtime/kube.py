@@ -198,13 +198,20 @@ class KubeClient:
     ) -> aiohttp.ClientResponse:
         """Send one request; return the open response (status not checked yet).
 
-        ``body``: ``bytes`` go out as they are (already encoded), anything else as canonical JSON.
+        ``body``: ``bytes`` go out as they are (already encoded), anything else as canonical JSON
+        (for a server-side apply, which the server reads as YAML, with the characters YAML refuses escaped).
         """
         headers: dict[str, str] = {"Accept": "application/json"}
         data: bytes | None = None
         if body is not None:
-            data = bytes(body) if isinstance(body, (bytes, bytearray)) else gojson.dumps(body)
-            headers["Content-Type"] = content_type or "application/json"
+            content_type = content_type or "application/json"
+            if isinstance(body, (bytes, bytearray)):
+                data = bytes(body)
+            elif content_type.startswith(_PATCH_CONTENT_TYPES["apply"]):
+                data = gojson.yaml_safe(gojson.dumps(body))
+            else:
+                data = gojson.dumps(body)
+            headers["Content-Type"] = content_type
         method, url, header_params, _, _ = await self._api.param_serialize(
             method=method,
             resource_path=path,
