@@ -74,7 +74,9 @@ async def setup(kube: KubeClient, args: argparse.Namespace) -> None:
     for i in range(args.nodes):
         name = f"node-{i}"
         await kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
-        await kube.patch(NODES, name, {"status": {"conditions": [{"type": "Ready", "status": "True"}]}},
+        resources = {"pods": "110", "cpu": "64", "memory": "256Gi"}
+        await kube.patch(NODES, name, {"status": {"capacity": resources, "allocatable": resources,
+                                                  "conditions": [{"type": "Ready", "status": "True"}]}},
                          subresource="status")
         await kube.patch(NODES, name, {"spec": {"taints": None}})
         await kube.create(RESOURCE_SLICES, slice_obj(name, args.devices))
