@@ -128,7 +128,7 @@ class MemoryState:
         return self._classes
 
 
-def memory_run(nodes: int, devices: int, pods: int, nodes_to_find: int) -> dict[str, Any]:
+async def memory_run(nodes: int, devices: int, pods: int, nodes_to_find: int) -> dict[str, Any]:
     state = MemoryState(nodes, devices)
     decider = Decider(state, make_scorer("pack"), nodes_to_find, CelCache())  # type: ignore[arg-type]
     latencies: list[float] = []
@@ -142,7 +142,7 @@ def memory_run(nodes: int, devices: int, pods: int, nodes_to_find: int) -> dict[
         pod["status"] = {"resourceClaimStatuses": [
             {"name": "gpu", "resourceClaimName": claim["metadata"]["name"]}]}
         started = time.perf_counter()
-        decision = decider.decide(pod)
+        decision = await decider.decide(pod)
         latencies.append(time.perf_counter() - started)
         if isinstance(decision, Placement):
             placed += 1
@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for n in [int(x) for x in args.memory_nodes.split(",") if x]:
         pods = args.memory_pods or args.pods
-        r = memory_run(n, args.devices_per_node, pods, args.nodes_to_find)
+        r = asyncio.run(memory_run(n, args.devices_per_node, pods, args.nodes_to_find))
         rows.append(f"| {n} | {n * args.devices_per_node} | {pods} | {r['placed']} | {r['p50'] * 1e3:.3f} ms "
                     f"| {r['p99'] * 1e3:.3f} ms | {r['mean'] * 1e3:.3f} ms |")
     if rows:

@@ -1,6 +1,6 @@
 """One scheduling decision, in memory only: which node and which devices for a pod's claims.
 
-``Decider.decide(pod)`` reads the informer caches and the assume cache, never awaits, and returns
+``await Decider.decide(pod)`` reads the informer caches and the assume cache, does no I/O, and returns
 
 * :class:`Placement` — a node, and per claim the allocation to write (or only a reservation for a
   claim that is already allocated, e.g. shared by several pods);
@@ -18,17 +18,38 @@ node. Like kube-scheduler's ``percentageOfNodesToScore`` it stops after ``nodes_
 nodes, starting where the last search stopped, so the cost of one decision does not grow with the
 cluster (the SliceIndex makes each node's look-up independent of the number of slices elsewhere).
 The scorer picks among them.
+
+Bounded (issue 12, defect 6; upstream DRASchedulerFilterTimeout): every ``Allocator.allocate`` call gets
+a :class:`~.core.SearchBudget` — ``search_steps`` device tries for that node, the decision's
+``filter_timeout`` deadline and a cancellation hook (the pod is gone). A node whose search runs out of
+steps counts as "search budget exhausted after N steps" and the search goes on with the next node; the
+deadline or the hook stop the search (feasible nodes found so far still win). When nothing fits and a
+budget ran out, the :class:`Unschedulable` says so (``budget_exhausted``) and the scheduler retries the
+pod with backoff. Between nodes the search yields to the event loop at least every
+:data:`YIELD_EVERY` seconds (so one decision holds the loop for about one node's bounded search); after
+a yield the allocator is rebuilt (its counter cache may be stale). Callers serialise decisions (the
+scheduler's decision lock), so only informer events can change the caches across a yield.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from .bindingconds import binding_status, utcnow
-from .core import AllocationError, Allocator, CelCache, CelSelectorError, UnknownDeviceClassError
+from .core import (
+    AllocationError,
+    Allocator,
+    CelCache,
+    CelSelectorError,
+    SearchBudget,
+    SearchBudgetExhausted,
+    UnknownDeviceClassError,
+)
 from .explain_http import PodExplanation
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
@@ -39,6 +60,7 @@ from .state import ClusterState, pod_claim_names
 __all__ = ["Decider", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error"]
 
 MAX_RESERVED_FOR = 256
+YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
 
 
 @dataclass
@@ -65,6 +87,7 @@ class Unschedulable:
     explanation: PodExplanation
     claims: list[Mapping[str, Any]] = field(default_factory=list)  # claims that needed an allocation
     deallocate: Mapping[str, Any] | None = None  # PostFilter: allocated claim to give back
+    budget_exhausted: bool = False  # a search ran out of its budget: retry with backoff
 
 
 Decision = Placement | Waiting | Unschedulable
@@ -102,7 +125,8 @@ def _min_devices(claim: Mapping[str, Any]) -> int | None:
 class Decider:
     def __init__(self, state: ClusterState, scorer: Scorer, nodes_to_find: int,
                  cel_cache: CelCache | None = None, *, binding_timeout: float = 600.0,
-                 clock: Callable[[], datetime] = utcnow) -> None:
+                 clock: Callable[[], datetime] = utcnow, search_steps: int = 0,
+                 filter_timeout: float = 0.0, monotonic: Callable[[], float] = time.monotonic) -> None:
         self.state = state
         self.binding_timeout = binding_timeout
         self.clock = clock
@@ -110,6 +134,9 @@ class Decider:
         self.nodes_to_find = nodes_to_find
         self.cel_cache = cel_cache or CelCache()
         self._next_start = 0
+        self.search_steps = search_steps  # per allocate() call; 0: unbounded
+        self.filter_timeout = filter_timeout  # per decision, seconds; 0: unbounded
+        self.monotonic = monotonic
 
     # -- claims ----------------------------------------------------------------------------------------
 
@@ -140,9 +167,11 @@ class Decider:
 
     # -- the decision ------------------------------------------------------------------------------------
 
-    def decide(self, pod: Mapping[str, Any], *, only_node: str | None = None) -> Decision:
+    async def decide(self, pod: Mapping[str, Any], *, only_node: str | None = None,
+                     cancelled: Callable[[], bool] | None = None) -> Decision:
         """Place ``pod`` (see the module docstring). ``only_node``: the pod is already bound there
-        (NATS allocate request): no node filters, that node only."""
+        (NATS allocate request): no node filters, that node only. ``cancelled``: polled during the
+        search; True stops it (budget exhausted, reason ``cancelled``)."""
         meta = pod["metadata"]
         pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
         unsupported = None if only_node else unsupported_reason(pod)
@@ -186,21 +215,44 @@ class Decider:
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
         try:
-            best = self._search(pod, to_allocate, fixed, explanation, only_node)
+            best = await self._search(pod, to_allocate, fixed, explanation, only_node, cancelled)
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
         if best is None:
             return Unschedulable(explanation, to_allocate,
-                                 deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)))
+                                 deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)),
+                                 budget_exhausted=explanation.budget_exhausted)
         new = [PlannedClaim(c, a, True) for c, a in zip(to_allocate, best.allocations, strict=True)]
         return Placement(best.node["metadata"]["name"], allocated + new)
 
-    def _search(self, pod: Mapping[str, Any], to_allocate: list[Mapping[str, Any]],
-                fixed: list[Any], explanation: PodExplanation, only_node: str | None) -> Candidate | None:
+    def _allocator(self) -> Allocator:
         state = self.state
-        allocator = Allocator(state.classes_by_name(), state.slices, state.assume.state,
-                              cel_cache=self.cel_cache) if to_allocate else None
+        return Allocator(state.classes_by_name(), state.slices, state.assume.state, cel_cache=self.cel_cache)
+
+    def _budget(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> SearchBudget:
+        return SearchBudget(max_steps=self.search_steps or None, deadline=deadline, cancelled=cancelled,
+                            clock=self.monotonic)
+
+    def _exhausted(self, exc: SearchBudgetExhausted, explanation: PodExplanation) -> bool:
+        """Count a search that ran out of budget; True when the whole decision must stop."""
+        explanation.budget_exhausted = True
+        if exc.reason == "steps":
+            explanation.node_reasons[f"search budget exhausted after {exc.steps} steps"] += 1
+            return False
+        why = (f"filter timeout {self.filter_timeout:g}s" if exc.reason == "deadline"
+               else "pod changed or went away")
+        explanation.node_reasons[f"search budget exhausted after {exc.steps} steps ({why})"] += 1
+        return True
+
+    async def _search(self, pod: Mapping[str, Any], to_allocate: list[Mapping[str, Any]],
+                      fixed: list[Any], explanation: PodExplanation, only_node: str | None,
+                      cancelled: Callable[[], bool] | None) -> Candidate | None:
+        state = self.state
+        allocator = self._allocator() if to_allocate else None
+        deadline = self.monotonic() + self.filter_timeout if self.filter_timeout else None
+        budget = self._budget(deadline, cancelled)
+        last_yield = time.perf_counter()
         needed: int | None = 0
         for claim in to_allocate:
             n = _min_devices(claim)
@@ -231,13 +283,23 @@ class Decider:
             elif needed is not None and not shared and free < needed:
                 skipped.append((free, node))
             else:
-                outcome = allocator.allocate(node, to_allocate)
-                if outcome.fits:
-                    feasible.append(Candidate(node, outcome.results, free, total))
+                try:
+                    outcome = allocator.allocate(node, to_allocate, budget=budget)
+                except SearchBudgetExhausted as exc:
+                    if self._exhausted(exc, explanation):
+                        break
                 else:
-                    explanation.consider(outcome.explanation)
+                    if outcome.fits:
+                        feasible.append(Candidate(node, outcome.results, free, total))
+                    else:
+                        explanation.consider(outcome.explanation)
             if len(feasible) >= self.nodes_to_find:
                 break
+            if time.perf_counter() - last_yield >= YIELD_EVERY:
+                await asyncio.sleep(0)  # let the event loop run (health, leases, informers, writes)
+                last_yield = time.perf_counter()
+                if allocator is not None:
+                    allocator = self._allocator()
         if not only_node:
             self._next_start = start + looked
         if feasible:
@@ -252,7 +314,11 @@ class Decider:
             # Explain with the device funnel of the skipped node that had the most free devices.
             explanation.no_fit += len(skipped) - 1
             most_free, best_node = max(skipped, key=lambda s: s[0])
-            outcome = allocator.allocate(best_node, to_allocate)
+            try:
+                outcome = allocator.allocate(best_node, to_allocate, budget=budget)
+            except SearchBudgetExhausted as exc:
+                self._exhausted(exc, explanation)
+                return None
             if outcome.fits:  # cannot happen (the count is a lower bound), but never lose a placement
                 return Candidate(best_node, outcome.results, most_free, most_free)
             explanation.consider(outcome.explanation)

@@ -57,6 +57,7 @@ class PodExplanation:
     best: Explanation | None = None
     error: str = ""  # broken input (class, CEL); the claim cannot be allocated as written
     waiting: str = ""  # e.g. a claim does not exist yet
+    budget_exhausted: bool = False  # a device search ran out of its SearchBudget
     time: str = field(default_factory=lambda: datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
 
     def consider(self, ex: Explanation) -> None:

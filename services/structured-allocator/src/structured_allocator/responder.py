@@ -72,24 +72,26 @@ class AllocateResponder:
             if plan is None:
                 break
             await asyncio.sleep(0.05)
-        decision = sched.decider.decide(pod, only_node=node)
-        if isinstance(decision, Waiting):
-            return _reply(False, decision.reason)
-        if isinstance(decision, Unschedulable):
-            message = decision.explanation.message()
-            sched.explanations.record(decision.explanation)
-            return _reply(False, message)
-        return await self._write(pod, decision)
-
-    async def _write(self, pod: dict[str, Any], decision: Placement) -> bytes:
-        sched = self.scheduler
-        claims = [ClaimPlan(p.claim, p.allocation, p.reserve) for p in decision.claims
-                  if p.allocation is not None or p.reserve]
-        if not claims:
+        async with sched.decision_lock:  # decide and assume with no other decision in between
+            decision = await sched.decider.decide(pod, only_node=node)
+            if isinstance(decision, Waiting):
+                return _reply(False, decision.reason)
+            if isinstance(decision, Unschedulable):
+                message = decision.explanation.message()
+                sched.explanations.record(decision.explanation)
+                return _reply(False, message)
+            task = self._start(pod, decision)
+        if task is None:
             return _reply(True, "claims already allocated and reserved")
-        plan = PodPlan(pod, decision.node, claims, bind=False)
-        task = sched.start_pipeline(plan)
         await asyncio.wait({task})
         if task.cancelled() or task.exception() is not None or not task.result():
             return _reply(False, "writing the allocation failed; ask again")
         return _reply(True, f"allocated on node {decision.node}")
+
+    def _start(self, pod: dict[str, Any], decision: Placement) -> asyncio.Task[bool] | None:
+        """Assume and start the writes (no binding); None when there is nothing to write."""
+        claims = [ClaimPlan(p.claim, p.allocation, p.reserve) for p in decision.claims
+                  if p.allocation is not None or p.reserve]
+        if not claims:
+            return None
+        return self.scheduler.start_pipeline(PodPlan(pod, decision.node, claims, bind=False))

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -89,7 +89,11 @@ class Scheduler:
         self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
                                   taint_rules=settings.device_taint_rules)
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
-                               binding_timeout=settings.binding_timeout)
+                               binding_timeout=settings.binding_timeout,
+                               search_steps=settings.search_steps, filter_timeout=settings.filter_timeout)
+        # One decision at a time (the scheduler's worker and the NATS responder): decisions yield to
+        # the event loop between nodes, and the assume cache must not change under a search.
+        self.decision_lock = asyncio.Lock()
         self.binder = Binder(kube, settings.field_manager, self.tracer, hooks)
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
                                      poll_interval=settings.binding_poll_interval)
@@ -108,6 +112,7 @@ class Scheduler:
         self._waiters: dict[str, set[str]] = {}
         self._bound: set[str] = set()  # placed, until the informer drops the pod (spec.nodeName set)
         self._failures: dict[str, int] = {}
+        self._budget_backoff: dict[str, tuple[int, float]] = {}  # pod -> (exhausted attempts, not before)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._synced = False
 
@@ -142,6 +147,7 @@ class Scheduler:
             self.unschedulable.discard(key)
             self.reporter.forget(key)
             self._failures.pop(key, None)
+            self._budget_backoff.pop(key, None)
             return
         self.queue.add(key)
 
@@ -156,8 +162,11 @@ class Scheduler:
         self.requeue_unschedulable()
 
     def requeue_unschedulable(self) -> None:
+        now = time.monotonic()
         for key in self.unschedulable:
-            self.queue.add(key)
+            backoff = self._budget_backoff.get(key)
+            if backoff is None or backoff[1] <= now:  # a pod whose search ran out waits its backoff
+                self.queue.add(key)
 
     async def nudge(self, data: bytes, headers: dict[str, str]) -> None:
         """NATS ``draflow.events.pool.>``: a pool changed, pods waiting for devices may fit now."""
@@ -173,15 +182,28 @@ class Scheduler:
         if key in self.in_flight or key in self._bound:
             return Done()  # in flight: its pipeline requeues the pod if it fails
         with bind(pod=key):
-            return self.attempt(pod)
+            return await self.attempt(pod)
 
-    def attempt(self, pod: Mapping[str, Any]) -> Done | RequeueAfter:
-        """One scheduling attempt: decide (timed, no I/O), then start writes or report."""
+    def _gone(self, key: str, uid: str) -> Callable[[], bool]:
+        """The search's cancellation hook: the pod was deleted, replaced or bound meanwhile."""
+        def gone() -> bool:
+            pod = self.state.pods.get(key)
+            return pod is None or pod["metadata"].get("uid") != uid or bool(
+                pod["metadata"].get("deletionTimestamp"))
+        return gone
+
+    async def attempt(self, pod: Mapping[str, Any]) -> Done | RequeueAfter:
+        """One scheduling attempt: decide (timed, no I/O, yields between nodes), then start writes or
+        report."""
         key = key_of(dict(pod))
+        async with self.decision_lock:
+            return await self._attempt(pod, key)
+
+    async def _attempt(self, pod: Mapping[str, Any], key: str) -> Done | RequeueAfter:
         with self.tracer.start_as_current_span("schedule pod") as span:
             span.set_attribute("draflow.pod", key)
             started = time.perf_counter()
-            decision = self.decider.decide(pod)
+            decision = await self.decider.decide(pod, cancelled=self._gone(key, pod["metadata"]["uid"]))
             elapsed = time.perf_counter() - started
             outcome = type(decision).__name__.lower()
             DECISION_SECONDS.labels(outcome).observe(elapsed)
@@ -253,6 +275,14 @@ class Scheduler:
             self._post_filter(pod, decision.deallocate)
         if decision.explanation.error:
             return Done()  # broken input: retried when a class, claim or slice changes, not on a timer
+        if decision.budget_exhausted:
+            # The search ran out (a hard claim): back off 1 s, 2 s, ... up to unschedulable_retry, and
+            # cluster events do not retry it sooner — each attempt may cost a whole filter timeout.
+            attempts = self._budget_backoff.get(key, (0, 0.0))[0] + 1
+            delay = min(float(2 ** (attempts - 1)), self.settings.unschedulable_retry)
+            self._budget_backoff[key] = (attempts, time.monotonic() + delay)
+            return RequeueAfter(delay)
+        self._budget_backoff.pop(key, None)
         return RequeueAfter(self.settings.unschedulable_retry)
 
     def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
@@ -329,6 +359,7 @@ class Scheduler:
             if plan.bind:
                 self._bound.add(key)
             self._failures.pop(key, None)
+            self._budget_backoff.pop(key, None)
             self.unschedulable.discard(key)
             self.reporter.forget(key)
             self.explanations.forget([cp.key for cp in plan.claims])

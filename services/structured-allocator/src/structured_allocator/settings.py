@@ -71,6 +71,19 @@ class Settings(ServiceSettings):
         description="Seconds between re-checks of binding conditions in the claim cache (a claim update "
         "also wakes the waiting pipeline).",
     )
+    filter_timeout: float = Field(
+        10.0, ge=0,
+        description="Seconds one pod's decision may search for devices over all nodes (upstream "
+        "DRASchedulerFilterTimeout); then the pod is unschedulable with 'search budget exhausted' and "
+        "retried with backoff. 0: no limit.",
+    )
+    search_steps: int = Field(
+        25_000, ge=0,
+        description="Device tries one node's search may make (each candidate device considered for a "
+        "slot is a step; 25,000 take about 100 ms on a slow core); bounds how long a decision holds the "
+        "event loop. A node that needs more counts as 'search budget exhausted after N steps'. 0: no "
+        "limit.",
+    )
     explanations_kept: int = Field(
         2048, ge=1, description="Explanations of unallocatable claims kept for GET /explain."
     )
