@@ -4,7 +4,8 @@
 
 * :class:`Placement` — a node, and per claim the allocation to write (or only a reservation for a
   claim that is already allocated, e.g. shared by several pods);
-* :class:`Waiting` — a claim does not exist yet, or its allocation for another pod is being written
+* :class:`Waiting` — the pod has ``schedulingGates`` (the API server already shows
+  ``SchedulingGated``), a claim does not exist yet, or its allocation for another pod is being written
   (the pod is retried when that changes; nothing is reported);
 * :class:`Unschedulable` — no node fits (:class:`~.explain_http.PodExplanation`), or the input is
   broken (unknown DeviceClass, invalid CEL selector: the error names class and expression), or an
@@ -174,6 +175,9 @@ class Decider:
         search; True stops it (budget exhausted, reason ``cancelled``)."""
         meta = pod["metadata"]
         pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
+        gates = (pod.get("spec") or {}).get("schedulingGates")
+        if gates and not only_node:  # kube-scheduler's SchedulingGates: the API server reports it
+            return Waiting("scheduling gates: " + ", ".join(g.get("name", "") for g in gates))
         unsupported = None if only_node else unsupported_reason(pod)
         if unsupported:
             return Unschedulable(PodExplanation(pod_key, [], waiting=unsupported))

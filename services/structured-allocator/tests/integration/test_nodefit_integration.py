@@ -139,3 +139,21 @@ async def test_claim_shared_by_300_pods_reserves_256_without_rejected_writes(kit
     claim = await kit.kube.get(RESOURCE_CLAIMS, "shared", kit.namespace)
     assert len(claim["status"]["reservedFor"]) == 256
     assert _failed_pipelines() == failed_before  # no write was rejected and undone
+
+
+async def test_pod_with_scheduling_gates_waits_until_they_are_removed(kit: Kit) -> None:
+    node = await kit.node("n")
+    await kit.slice(node, 2)
+    await kit.device_class_()
+    await kit.template("one-gpu")
+    await kit.template_pod("gated", "one-gpu", spec={"schedulingGates": [{"name": "example.com/quota"}]})
+    await kit.template_pod("plain", "one-gpu")
+    failed_before = _failed_pipelines()
+    await kit.start()  # both queued at start, the gated one first
+    assert await kit.wait_bound("plain") == node
+    assert not (await kit.kube.get(PODS, "gated", kit.namespace))["spec"].get("nodeName")
+    # not even tried: no allocation written, no binding the API server refuses, nothing undone
+    assert not ((await kit.claim_of("gated")).get("status") or {}).get("allocation")
+    assert _failed_pipelines() == failed_before
+    await kit.kube.patch(PODS, "gated", {"spec": {"schedulingGates": None}}, kit.namespace)
+    assert await kit.wait_bound("gated") == node
