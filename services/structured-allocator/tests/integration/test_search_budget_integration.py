@@ -4,10 +4,15 @@ keeps scheduling other pods."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
+import aiohttp
 import pytest
 from sa_kit import Kit, eventually
 
 from draflow_runtime.kube import RESOURCE_CLAIM_TEMPLATES, RESOURCE_SLICES
+from draflow_runtime.observability import ObservabilityServer
 
 pytestmark = pytest.mark.integration
 
@@ -15,22 +20,31 @@ COLORS = 6
 DEVICES = 48  # 8 per color: 8**6 ways to pick six distinct colors, each failing on the seventh
 
 
-async def test_pathological_claim_gets_budget_explanation_while_other_pods_schedule(kit: Kit) -> None:
-    node = await kit.node("n")
-    name = f"{node}-{kit.driver}"
+async def _hard_node(kit: Kit, name: str, devices: int = DEVICES, colors: int = COLORS) -> str:
+    node = await kit.node(name)
+    slice_name = f"{node}-{kit.driver}"
     await kit.kube.create(RESOURCE_SLICES, {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": slice_name},
         "spec": {"driver": kit.driver, "nodeName": node,
                  "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
-                 "devices": [{"name": f"gpu-{i}", "attributes": {"color": {"string": f"c{i % COLORS}"}}}
-                             for i in range(DEVICES)]}})
-    kit.cluster_objects.append((RESOURCE_SLICES, name))
-    await kit.device_class_()
-    spec = kit.claim_spec(count=COLORS + 1)  # more distinct colors than exist: never fits
+                 "devices": [{"name": f"gpu-{i}", "attributes": {"color": {"string": f"c{i % colors}"}}}
+                             for i in range(devices)]}})
+    kit.cluster_objects.append((RESOURCE_SLICES, slice_name))
+    return node
+
+
+async def _hard_template(kit: Kit, colors: int = COLORS) -> None:
+    spec = kit.claim_spec(count=colors + 1)  # more distinct colors than exist: never fits
     spec["devices"]["constraints"] = [{"requests": ["gpu"], "distinctAttribute": f"{kit.driver}/color"}]
     await kit.kube.create(RESOURCE_CLAIM_TEMPLATES, {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "hard"},
         "spec": {"spec": spec}}, kit.namespace)
+
+
+async def test_pathological_claim_gets_budget_explanation_while_other_pods_schedule(kit: Kit) -> None:
+    node = await _hard_node(kit, "n")
+    await kit.device_class_()
+    await _hard_template(kit)
     await kit.template("one-gpu")
     await kit.start(search_steps=20_000)
     await kit.template_pod("hard", "hard")
@@ -47,3 +61,42 @@ async def test_pathological_claim_gets_budget_explanation_while_other_pods_sched
         assert await kit.wait_bound(f"easy{i}") == node
     hard_claim = await kit.claim_of("hard")
     assert not (hard_claim.get("status") or {}).get("allocation")
+
+
+async def test_healthz_is_served_while_a_long_decision_searches_node_after_node(kit: Kit) -> None:
+    """20 nodes, each a search that runs out of its 5,000 steps: one decision spans all of them and
+    yields between nodes, so the allocator's own event loop answers /healthz in the middle of it."""
+    for i in range(20):
+        await _hard_node(kit, f"h{i}", devices=24, colors=4)
+    await kit.device_class_()
+    await _hard_template(kit, colors=4)
+    server = ObservabilityServer(0)
+    await server.start()
+    sched = await kit.start(search_steps=5_000, filter_timeout=0)
+    answered_mid_decision = 0
+    stop = asyncio.Event()
+
+    async def probe() -> None:
+        nonlocal answered_mid_decision
+        async with aiohttp.ClientSession() as http:
+            while not stop.is_set():
+                async with http.get(f"{server.url}/healthz") as resp:
+                    assert resp.status == 200
+                    if sched.decision_lock.locked():  # answered while a decision holds the lock
+                        answered_mid_decision += 1
+                await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(probe())
+    try:
+        await kit.template_pod("hard", "hard")
+        message = await kit.wait_condition("hard", "search budget exhausted after 5000 steps", timeout=60)
+        assert "20 node(s) search budget exhausted" in message, message
+        async def answered() -> bool | None:
+            return True if answered_mid_decision >= 3 else None
+
+        await eventually(answered, 60, what="/healthz answered during a decision")
+    finally:
+        stop.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await server.stop()
