@@ -197,3 +197,15 @@ def test_pods_needing_unsupported_filters_are_named(spec: dict[str, Any], needle
 ])
 def test_scoring_only_preferences_are_not_refused(spec: dict[str, Any]) -> None:
     assert unsupported_reason(pod([ctr()], **spec)) is None
+
+
+@pytest.mark.parametrize(("requests", "needle"), [
+    ({"deviceclass.resource.kubernetes.io/gpu": "1"}, 'DeviceClass "gpu"'),
+    ({"example.com/gpu": "1"}, 'requests example.com/gpu of DeviceClass "gpu-class"'),
+])
+def test_dra_extended_resources_are_named_as_unsupported(requests: dict[str, str], needle: str) -> None:
+    p = pod([{"name": "c", "resources": {"requests": requests}}])
+    reason = unsupported_reason(p, {"example.com/gpu": "gpu-class"})
+    assert reason is not None and needle in reason and "extended resources backed by DRA" in reason
+    assert unsupported_reason(pod([{"name": "c", "resources": {"requests": {"other.com/x": "1"}}}]),
+                              {"example.com/gpu": "gpu-class"}) is None

@@ -178,7 +178,7 @@ class Decider:
         gates = (pod.get("spec") or {}).get("schedulingGates")
         if gates and not only_node:  # kube-scheduler's SchedulingGates: the API server reports it
             return Waiting("scheduling gates: " + ", ".join(g.get("name", "") for g in gates))
-        unsupported = None if only_node else unsupported_reason(pod)
+        unsupported = None if only_node else unsupported_reason(pod, self._dra_extended())
         if unsupported:
             return Unschedulable(PodExplanation(pod_key, [], waiting=unsupported))
         resolved = self._resolve(pod)
@@ -229,6 +229,15 @@ class Decider:
                                  budget_exhausted=explanation.budget_exhausted)
         new = [PlannedClaim(c, a, True) for c, a in zip(to_allocate, best.allocations, strict=True)]
         return Placement(best.node["metadata"]["name"], allocated + new)
+
+    def _dra_extended(self) -> dict[str, str]:
+        """extendedResourceName -> DeviceClass (DRAExtendedResource, GA in 1.37)."""
+        out: dict[str, str] = {}
+        for name, cls in self.state.classes_by_name().items():
+            resource = (cls.get("spec") or {}).get("extendedResourceName")
+            if resource:
+                out[resource] = name
+        return out
 
     def _allocator(self) -> Allocator:
         state = self.state

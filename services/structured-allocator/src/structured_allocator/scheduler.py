@@ -103,7 +103,11 @@ class Scheduler:
             settings.explanations_kept)
         self.queue = WorkQueue(name="pods", base_delay=settings.write_retry_base, max_delay=30.0,
                                qps=1000.0, burst=2000)
-        self.runner = Runner("scheduler", self.queue, self.reconcile, workers=1, timeout=30.0)
+        # A decision may search for up to filter_timeout seconds (0: unbounded): the reconcile timeout
+        # must not cut it short.
+        timeout = settings.filter_timeout + 20.0 if settings.filter_timeout else None
+        self.runner = Runner("scheduler", self.queue, self.reconcile, workers=1,
+                             timeout=max(30.0, timeout) if timeout else None)
         self.write_slots = asyncio.Semaphore(settings.write_concurrency)
         self.in_flight: dict[str, PodPlan] = {}
         self.unschedulable: set[str] = set()
