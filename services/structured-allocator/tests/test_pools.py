@@ -76,3 +76,18 @@ def test_partitionable_slices_skipped_when_feature_off() -> None:
     index = SliceIndex([rslice("c", [], sharedCounters=[{"name": "s", "counters": {"m": {"value": "1"}}}])])
     assert gather_pools(index, NODE, Features(partitionable_devices=False)) == []
     assert len(gather_pools(index, NODE, Features.all())) == 1
+
+
+def test_gt_lt_node_selectors_parse_label_values_as_go_parse_int_does() -> None:
+    from structured_allocator.core.pools import node_selector_matches
+
+    def gt(value: str, bound: str = "5") -> bool:
+        node = {"metadata": {"name": NODE, "labels": {"gen": value}}}
+        term = {"matchExpressions": [{"key": "gen", "operator": "Gt", "values": [bound]}]}
+        return node_selector_matches(node, {"nodeSelectorTerms": [term]})
+
+    assert gt("10") and gt("+10") and not gt("-10") and not gt("5")
+    # Python's int() takes these; Go's strconv.ParseInt(s, 10, 64) does not, so the node does not match.
+    for value in ("1_0", " 10", "10 ", "\u0661\u0660", "0x10", "9223372036854775808"):
+        assert not gt(value), value
+    assert not gt("10", bound="1_0")

@@ -20,6 +20,7 @@ devices is allocated (and ``All`` over it is an error); other pools are unaffect
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -44,6 +45,20 @@ __all__ = [
 # -- node selection ---------------------------------------------------------------------------------
 
 
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _parse_int64(text: str) -> int | None:
+    """Go's ``strconv.ParseInt(text, 10, 64)``: ASCII digits with an optional sign, in int64 range.
+
+    Python's ``int()`` also takes spaces, ``_`` separators and non-ASCII digits; a label value like
+    ``"1_0"`` must not match ``Gt 5`` here when kube-scheduler says it does not."""
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
+
+
 def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
     op = req.get("operator")
     values = req.get("values") or []
@@ -58,9 +73,8 @@ def _requirement_matches(req: Mapping[str, Any], value: str | None) -> bool:
     if op in ("Gt", "Lt"):
         if value is None or len(values) != 1:
             return False
-        try:
-            have, want = int(value), int(values[0])
-        except ValueError:
+        have, want = _parse_int64(value), _parse_int64(values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
     raise ValueError(f"unsupported node selector operator {op!r}")
