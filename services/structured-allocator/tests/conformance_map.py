@@ -298,32 +298,8 @@ UPSTREAM_CASES: tuple[str, ...] = (
     "interrupt/cancel",
 )
 
-_ALPHA = "differs: {gate} is alpha in v1.37 (off by default) and not implemented by draflow"
-COMPAT = _ALPHA.format(gate="DRADeviceCompatibilityGroups")
-DERIVED = _ALPHA.format(gate="DRADerivedAttributes")
-OPTIONAL_NODE_OPS = _ALPHA.format(gate="DRAOptionalNodeOperations")
-
-# Upstream cases draflow deliberately does not follow, with the reason.
-DIFFERS: dict[str, str] = {
-    "compatibility-groups-compatible": COMPAT,
-    "compatibility-groups-incompatible": COMPAT,
-    "compatibility-groups-taint-rollback": COMPAT,
-    "compatibility-groups-incompatible-with-allocated-peer": COMPAT,
-    "compatibility-groups-compatible-with-allocated-peer": COMPAT,
-    "compatibility-groups-multiple-counter-sets": COMPAT,
-    "compatibility-groups-multiple-counter-sets-spanning-device": COMPAT,
-    "compatibility-groups-with-prioritized-list": COMPAT,
-    "compatibility-groups-with-consumable-capacity": COMPAT,
-    "compatibility-groups-multiple-claims": COMPAT,
-    "compatibility-groups-multiple-claims-incompatible": COMPAT,
-    "optional-node-operations": OPTIONAL_NODE_OPS,
-    "optional-node-operations-missing-feature": OPTIONAL_NODE_OPS,
-    "derived-attributes": DERIVED,
-    "derived-attributes-with-prioritized-list": DERIVED,
-    "derived-attributes-override": DERIVED,
-    "derived-attributes-cel-missing-attribute": DERIVED,
-    "derived-attributes-type-mismatch": DERIVED,
-}
+# Upstream cases draflow deliberately does not follow, with the reason ("differs: ...").
+DIFFERS: dict[str, str] = {}
 
 # Upstream cases covered by a test outside the conformance tables: name -> "file::test".
 COVERED_ELSEWHERE: dict[str, str] = {

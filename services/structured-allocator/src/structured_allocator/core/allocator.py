@@ -37,11 +37,12 @@ Conformance: ``tests/test_conformance_*.py`` cover upstream's allocator table
 (k8s.io/dynamic-resource-allocation v0.37.1 ``allocatortesting``) case for case
 (``tests/conformance_map.py``). Where draflow deliberately differs:
 
-* Not implemented (alpha gates, off by default in v1.37 and not turned on by draflow):
-  DRADeviceCompatibilityGroups (slices using groups are ignored, as upstream with the gate off),
-  DRADerivedAttributes (a request with ``derivedAttributes`` is an error, as upstream's incubating
-  allocator), DRAOptionalNodeOperations. DRAListTypeAttributes is implemented for constraints, off
-  by default (``Features.list_type_attributes``).
+* Alpha gates (off by default in v1.37, as upstream; each a :class:`Features` flag): DRAListTypeAttributes
+  (constraints over list attributes), DRADeviceCompatibilityGroups (:mod:`.groups`; off: slices using
+  groups are ignored), DRADerivedAttributes (:mod:`.derived`; off: a request with
+  ``derivedAttributes`` is an error), DRAOptionalNodeOperations (devices of slices with
+  ``skipNodeOperations`` only on nodes declaring the feature in ``status.declaredFeatures``, the
+  result carries ``skipNodeOperations``; off: such devices are never allocated).
 * Invalid pools: upstream returns an error wrapping ``ErrFailedAllocationOnNode`` (the node is
   unschedulable); draflow returns "does not fit" with the pool and reason in the explanation — same
   outcome, and the reason reaches the user.
@@ -58,7 +59,9 @@ from fractions import Fraction
 from typing import Any
 
 from .capacity import CapacityValueError, consumed_capacity
-from .cel_env import CelCache
+from .cel_env import CelCache, CelCompileError
+from .derived import DerivedExpression, compile_derived
+from .groups import Baseline, baseline
 from .pools import Pool, PreparedDevice, PreparedSlice, SliceIndex, gather_pools
 from .requests import RequestData
 from .results import allocation_result
@@ -103,6 +106,8 @@ class Allocator:
         self.new_share_id = new_share_id or (lambda: str(uuid.uuid4()))
         self.clock = clock or (lambda: datetime.now(UTC))
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self._group_baselines: dict[tuple[str, str], Baseline] = {}
+        self._derived: dict[str, DerivedExpression | CelCompileError] = {}
         self.stats_allocate_one = 0
 
     def allocate(
@@ -137,6 +142,28 @@ class Allocator:
                                 available[name] -= value
             self._available_counters[key] = cached
         return cached
+
+
+    def group_baseline(self, pool: Pool) -> Baseline:
+        """Compatibility groups of the pool's allocated devices (cached like counters)."""
+        key = (pool.driver, pool.pool)
+        cached = self._group_baselines.get(key)
+        if cached is None:
+            cached = self._group_baselines[key] = baseline(pool, self.allocated)
+        return cached
+
+    def derived_expression(self, expression: str) -> DerivedExpression:
+        """A compiled derived-attribute expression (compile errors cached too)."""
+        entry = self._derived.get(expression)
+        if entry is None:
+            try:
+                entry = compile_derived(expression)
+            except CelCompileError as exc:
+                entry = exc
+            self._derived[expression] = entry
+        if isinstance(entry, CelCompileError):
+            raise entry
+        return entry
 
 
 class _Run(RunState):
@@ -264,11 +291,20 @@ class _Run(RunState):
             return None
         if not rd.admin_access and self.in_use(d.id):
             return None
+        if s.skip_node_operations and not self.node_operations_optional:
+            return None
         if not self.features.partitionable_devices and d.consumes:
             return None
         counters_taken = False
+        groups_undo: Callable[[], None] | None = None
         if d.consumes and not (multi and self._capacity_in_use(d.id)):
+            if self.features.compatibility_groups:
+                groups_undo = self.groups_ok(pool, d)
+                if groups_undo is None:
+                    return None
             if not self.counters_ok(pool, d, commit=True):
+                if groups_undo is not None:
+                    groups_undo()
                 return None
             counters_taken = True
         pool_key = (pool.driver, pool.pool)
@@ -276,13 +312,16 @@ class _Run(RunState):
         def release_counters() -> None:
             if counters_taken:
                 self._add_counters(self.consumed_counters[pool_key], d, -1)
+            if groups_undo is not None:
+                groups_undo()
 
         if self.features.device_taints and taint_blocks(d, rd.tolerations):
             release_counters()
             return None
         constraints = self.constraints[ci]
+        lookup = self.lookup_for(rd, d) if constraints else None
         for i, c in enumerate(constraints):
-            if not c.add(rd.base_name, rd.sub_name, d):
+            if not c.add(rd.base_name, rd.sub_name, d, lookup):
                 if must:
                     release_counters()
                     raise AllocationError(
@@ -312,6 +351,8 @@ class _Run(RunState):
         }
         if rd.admin_access:
             result["adminAccess"] = True
+        if s.skip_node_operations:
+            result["skipNodeOperations"] = list(s.skip_node_operations)
         if rd.tolerations:
             result["tolerations"] = [dict(t) for t in rd.tolerations]
         if self.features.device_binding_and_status:

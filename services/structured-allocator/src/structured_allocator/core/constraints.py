@@ -9,11 +9,14 @@ With DRAListTypeAttributes (``list_type=True``, upstream's experimental allocato
 (a scalar is a one-element set; ``strings``/``ints``/``bools``/``versions`` lists): ``matchAttribute``
 needs a non-empty intersection over all devices, ``distinctAttribute`` pairwise disjoint sets (sets of
 different types never intersect). Without it a list attribute matches nothing, as upstream.
+
+A request's derived attributes (DRADerivedAttributes, :mod:`.derived`) reach a constraint through the
+``lookup`` argument of :meth:`Constraint.add`, which replaces the device's attribute for that request.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .pools import PreparedDevice
@@ -41,9 +44,19 @@ def _raw_attribute(device: PreparedDevice, name: str) -> Any:
     return attr
 
 
-def attribute_value(device: PreparedDevice, name: str) -> tuple[str, Any] | None:
+Lookup = Callable[[str], Mapping[str, Any] | None]
+"""An attribute source that overrides the device's (derived attributes): name -> attribute dict."""
+
+
+def _lookup(device: PreparedDevice, name: str, lookup: Lookup | None) -> Mapping[str, Any] | None:
+    return lookup(name) if lookup is not None else _raw_attribute(device, name)
+
+
+def attribute_value(
+    device: PreparedDevice, name: str, lookup: Lookup | None = None
+) -> tuple[str, Any] | None:
     """(kind, value) of a scalar attribute; ("unknown", None) for anything else (lists included)."""
-    attr = _raw_attribute(device, name)
+    attr = _lookup(device, name, lookup)
     if attr is None:
         return None
     for kind in ("string", "int", "bool", "version"):
@@ -52,10 +65,12 @@ def attribute_value(device: PreparedDevice, name: str) -> tuple[str, Any] | None
     return ("unknown", None)
 
 
-def attribute_set(device: PreparedDevice, name: str) -> tuple[str, frozenset[Any]] | None:
+def attribute_set(
+    device: PreparedDevice, name: str, lookup: Lookup | None = None
+) -> tuple[str, frozenset[Any]] | None:
     """(element kind, values) of a scalar or list attribute (DRAListTypeAttributes); None if the device
     lacks it or it is empty or of an unknown type."""
-    attr = _raw_attribute(device, name)
+    attr = _lookup(device, name, lookup)
     if attr is None:
         return None
     for kind, element in _LISTS.items():
@@ -81,7 +96,11 @@ class Constraint:
             return True
         return request in self.requests or (bool(subrequest) and f"{request}/{subrequest}" in self.requests)
 
-    def add(self, request: str, subrequest: str, device: PreparedDevice) -> bool:
+    def add(
+        self, request: str, subrequest: str, device: PreparedDevice, lookup: Lookup | None = None
+    ) -> bool:
+        """Try to add ``device`` (of ``request``/``subrequest``); ``lookup`` replaces the device's own
+        attributes for this request (derived attributes). Adds and removes are last-in first-out."""
         raise NotImplementedError
 
     def remove(self, request: str, subrequest: str, device: PreparedDevice) -> None:
@@ -97,11 +116,13 @@ class MatchAttribute(Constraint):
         self.count = 0
         self.intersections: list[tuple[str, frozenset[Any]]] = []  # list_type: one per device added
 
-    def add(self, request: str, subrequest: str, device: PreparedDevice) -> bool:
+    def add(
+        self, request: str, subrequest: str, device: PreparedDevice, lookup: Lookup | None = None
+    ) -> bool:
         if not self.applies(request, subrequest):
             return True
         if self.list_type:
-            values = attribute_set(device, self.attribute)
+            values = attribute_set(device, self.attribute, lookup)
             if values is None:
                 return False
             if self.intersections:
@@ -113,7 +134,7 @@ class MatchAttribute(Constraint):
             self.intersections.append(values)
             self.count += 1
             return True
-        value = attribute_value(device, self.attribute)
+        value = attribute_value(device, self.attribute, lookup)
         if value is None or value[0] == "unknown":
             return False
         if self.count == 0:
@@ -135,19 +156,21 @@ class DistinctAttribute(Constraint):
 
     def __init__(self, requests: Sequence[str], attribute: str, list_type: bool = False) -> None:
         super().__init__(requests, attribute, list_type)
-        self.values: list[tuple[str, Any]] = []
+        self.values: list[tuple[str, Any]] = []  # one per device added
         self.sets: list[tuple[str, frozenset[Any]]] = []  # list_type: one per device added
 
-    def add(self, request: str, subrequest: str, device: PreparedDevice) -> bool:
+    def add(
+        self, request: str, subrequest: str, device: PreparedDevice, lookup: Lookup | None = None
+    ) -> bool:
         if not self.applies(request, subrequest):
             return True
         if self.list_type:
-            values = attribute_set(device, self.attribute)
+            values = attribute_set(device, self.attribute, lookup)
             if values is None or any(kind == values[0] and have & values[1] for kind, have in self.sets):
                 return False
             self.sets.append(values)
             return True
-        value = attribute_value(device, self.attribute)
+        value = attribute_value(device, self.attribute, lookup)
         if value is None or value[0] == "unknown" or value in self.values:
             return False
         self.values.append(value)
@@ -155,12 +178,7 @@ class DistinctAttribute(Constraint):
 
     def remove(self, request: str, subrequest: str, device: PreparedDevice) -> None:
         if self.applies(request, subrequest):
-            if self.list_type:
-                self.sets.pop()
-                return
-            value = attribute_value(device, self.attribute)
-            if value in self.values:
-                self.values.remove(value)
+            (self.sets if self.list_type else self.values).pop()
 
 
 def build_constraint(spec: Mapping[str, Any], list_type: bool = False) -> Constraint | None:

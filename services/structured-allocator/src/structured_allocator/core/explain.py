@@ -3,7 +3,8 @@
 For every request the funnel counts devices on the node (usable pools only) that are
 
     of the class  →  match the request's selectors  →  free  →  not blocked by taints
-                  →  not blocked by counters  →  not blocked by capacity  →  have the constrained attributes
+                  →  not blocked by counters (or compatibility groups)  →  not blocked by capacity
+                  →  have the constrained attributes
 
 and a one-line summary names the first stage that leaves fewer devices than needed, e.g.
 ``claim "gpu-big" request "gpu": 8 devices of class gpu.example.com, 0 match selector
@@ -82,6 +83,17 @@ def _capacity_blocks(run: _Run, rd: RequestData, d: Any) -> bool:
         return True
 
 
+def _groups_block(run: _Run, pool: Any, d: Any) -> bool:
+    """Compatibility groups of already allocated devices on the device's counter sets exclude it."""
+    if not (d.consumes and run.features.compatibility_groups):
+        return False
+    undo = run.groups_ok(pool, d)
+    if undo is None:
+        return True
+    undo()
+    return False
+
+
 def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExplanation:
     claim = run.claim_name(rd.claim_index)
     ex = RequestExplanation(
@@ -97,6 +109,8 @@ def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExpl
             continue
         if d.binding_conditions and not run.features.device_binding_and_status:
             continue
+        if s.skip_node_operations and not run.node_operations_optional:
+            continue  # DRAOptionalNodeOperations: not usable from this node at all
         if not _check(rd.class_selectors, d, rd, claim, True):
             continue
         of_class.append(d)
@@ -110,11 +124,13 @@ def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExpl
             ex.blocked_by_taints += 1
         elif (
             d.consumes and run.features.partitionable_devices and not run.counters_ok(pool, d, commit=False)
-        ) or (d.consumes and not run.features.partitionable_devices):
+        ) or (d.consumes and not run.features.partitionable_devices) or _groups_block(run, pool, d):
             ex.blocked_by_counters += 1
         elif _capacity_blocks(run, rd, d):
             ex.blocked_by_capacity += 1
-        elif any(attribute_value(d, c.attribute) is None for c in constrained):
+        elif any(
+            c.attribute not in rd.derived and attribute_value(d, c.attribute) is None for c in constrained
+        ):
             ex.blocked_by_constraints += 1
         else:
             ex.usable += 1

@@ -12,10 +12,11 @@ generation per pool, completeness against ``resourceSliceCount`` (an incomplete 
 against all slices of the pool: dropped if a newer generation exists, else marked incomplete),
 invalid pools (duplicate device names, duplicate counter sets, counter references that do not
 resolve), slices sorted by name, pools sorted by (driver, pool) with pools that have binding
-conditions last. DRADeviceCompatibilityGroups is off (not implemented): a slice with a device that
-declares ``consumesCounters[].compatibilityGroups`` is ignored as upstream does with the gate off —
-it does not count towards ``resourceSliceCount``, so its pool is incomplete and none of the pool's
-devices is allocated (and ``All`` over it is an error); other pools are unaffected.
+conditions last. With DRADeviceCompatibilityGroups off, a slice with a device that declares
+``consumesCounters[].compatibilityGroups`` is ignored as upstream does — it does not count towards
+``resourceSliceCount``, so its pool is incomplete and none of the pool's devices is allocated (and
+``All`` over it is an error); other pools are unaffected. With the gate on such slices are used and
+the search enforces the groups (:mod:`.groups`).
 """
 
 from __future__ import annotations
@@ -162,7 +163,9 @@ class PreparedDevice:
         "binding_failure_conditions",
         "binds_to_node",
         "capacity",
+        "consume_groups",
         "consumes",
+        "derived",
         "has_policy",
         "id",
         "matches",
@@ -188,6 +191,11 @@ class PreparedDevice:
             )
             for c in raw.get("consumesCounters") or []
         ]
+        # (counter set, compatibilityGroups) per consumesCounters entry (DRADeviceCompatibilityGroups).
+        self.consume_groups: list[tuple[str, frozenset[str]]] = [
+            (c["counterSet"], frozenset(c.get("compatibilityGroups") or ()))
+            for c in raw.get("consumesCounters") or []
+        ]
         self.taints: list[Mapping[str, Any]] = list(raw.get("taints") or [])
         self.allow_multi: bool = bool(raw.get("allowMultipleAllocations", False))
         self.binding_conditions: list[str] = list(raw.get("bindingConditions") or [])
@@ -198,6 +206,7 @@ class PreparedDevice:
         self.all_nodes: bool = bool(raw.get("allNodes", False))
         self.has_policy = any(c.default or c.valid_values or c.has_range for c in self.capacity.values())
         self.matches: dict[str, bool] = {}
+        self.derived: dict[str, Any] = {}  # derived-attribute expression -> attribute or failure
         self._cel: dict[str, Any] | Exception | None = None
 
     def cel_input(self) -> dict[str, Any]:
@@ -230,13 +239,14 @@ class PreparedSlice:
         self.node_selector: Mapping[str, Any] | None = spec.get("nodeSelector")
         self.all_nodes: bool = bool(spec.get("allNodes", False))
         self.per_device: bool = bool(spec.get("perDeviceNodeSelection", False))
+        self.skip_node_operations: list[str] = list(spec.get("skipNodeOperations") or [])
         self.shared_counters: list[tuple[str, dict[str, Fraction]]] = [
             (cs["name"], {n: parse_quantity(v["value"]).value for n, v in (cs.get("counters") or {}).items()})
             for cs in spec.get("sharedCounters") or []
         ]
         self.devices = [PreparedDevice(self.driver, self.pool, d) for d in spec.get("devices") or []]
-        # A device declares consumesCounters[].compatibilityGroups (DRADeviceCompatibilityGroups,
-        # alpha, not implemented): the slice is ignored, which leaves its pool incomplete.
+        # A device declares consumesCounters[].compatibilityGroups (DRADeviceCompatibilityGroups):
+        # with the gate off the slice is ignored, which leaves its pool incomplete.
         self.uses_compatibility_groups: bool = any(
             c.get("compatibilityGroups")
             for d in spec.get("devices") or []
@@ -349,7 +359,7 @@ def gather_pools(index: SliceIndex, node: Mapping[str, Any], features: Features)
     for s in index.slices_for_node(node_name):
         if not features.partitionable_devices and (s.per_device or s.shared_counters):
             continue
-        if s.uses_compatibility_groups:
+        if s.uses_compatibility_groups and not features.compatibility_groups:
             continue
         if not _slice_relevant(s, node):
             continue
@@ -368,7 +378,12 @@ def gather_pools(index: SliceIndex, node: Mapping[str, Any], features: Features)
             others = index.pool_slices(pool_id)
             if any(o.generation > generation for o in others):
                 continue  # obsolete: the driver is replacing this generation
-            all_slices = [o for o in others if o.generation == generation and not o.uses_compatibility_groups]
+            all_slices = [
+                o
+                for o in others
+                if o.generation == generation
+                and (features.compatibility_groups or not o.uses_compatibility_groups)
+            ]
             if len(all_slices) != expected:
                 pools.append(Pool(pool_id[0], pool_id[1], incomplete=True))
                 continue

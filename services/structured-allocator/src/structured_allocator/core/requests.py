@@ -43,6 +43,7 @@ class RequestData:
     tolerations: list[Mapping[str, Any]]
     capacity: dict[str, Quantity]
     all_devices: list[Any] = field(default_factory=list)  # (pool, slice, device) for All mode
+    derived: dict[str, str] = field(default_factory=dict)  # derived attribute name -> CEL expression
 
     @property
     def name(self) -> str:
@@ -103,8 +104,9 @@ def validate_request(
     """Validate one exact request (``spec`` = ``exactly``) or one subrequest (``spec`` = the entry)."""
     sub_name = spec.get("name", "") if sub_index >= 0 else ""
     full = f"{base_name}/{sub_name}" if sub_name else base_name
-    if spec.get("derivedAttributes"):
-        # DRADerivedAttributes (alpha) is not implemented; upstream's incubating allocator refuses too.
+    derived = {a.get("name", ""): a.get("expression", "") for a in spec.get("derivedAttributes") or []}
+    if derived and not features.derived_attributes:
+        # Refused rather than ignored (the constraints would silently mean something else), as upstream.
         raise InvalidRequestError(
             f'claim "{claim}", request "{full}": cannot handle request with derived attributes, '
             "the feature is disabled",
@@ -180,4 +182,5 @@ def validate_request(
         admin_access=bool(admin),
         tolerations=list(spec.get("tolerations") or []),
         capacity=capacity,
+        derived=derived,
     )

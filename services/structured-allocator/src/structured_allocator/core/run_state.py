@@ -5,17 +5,21 @@ subrequests, ``All`` device collection, the 32-results limit, constraints) and t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .capacity import CapacityValueError, fits_capacity
-from .constraints import Constraint, build_constraint
+from .cel_env import CelCompileError
+from .constraints import Constraint, Lookup, _raw_attribute, build_constraint
+from .derived import evaluate_memo
+from .groups import GroupState, consume
 from .pools import Pool, PreparedDevice, PreparedSlice, node_matches
 from .requests import RequestData, claim_key, validate_request
 from .selection import selectable
 from .types import (
     MAX_RESULTS_PER_CLAIM,
+    CelSelectorError,
     DeviceID,
     InvalidCapacityError,
     InvalidRequestError,
@@ -27,7 +31,9 @@ from .types import (
 if TYPE_CHECKING:
     from .allocator import Allocator
 
-__all__ = ["Candidate", "RunState"]
+__all__ = ["OPTIONAL_NODE_OPERATIONS", "Candidate", "RunState"]
+
+OPTIONAL_NODE_OPERATIONS = "DRAOptionalNodeOperations"  # the node declared feature (status.declaredFeatures)
 
 Candidate = tuple[Pool, PreparedSlice, PreparedDevice]
 
@@ -61,6 +67,13 @@ class RunState:
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.consumed_groups: dict[tuple[str, str], dict[str, GroupState]] = {}
+        # DRAOptionalNodeOperations: devices of slices with skipNodeOperations only on nodes that
+        # declare the feature (kubelet publishes status.declaredFeatures).
+        declared = (node.get("status") or {}).get("declaredFeatures") or []
+        self.node_operations_optional: bool = (
+            self.features.optional_node_operations and OPTIONAL_NODE_OPERATIONS in declared
+        )
         self.results: list[list[dict[str, Any]]] = [[] for _ in claims]
         self.result_devices: list[list[tuple[PreparedSlice, PreparedDevice]]] = [[] for _ in claims]
 
@@ -189,6 +202,41 @@ class RunState:
 
     def _capacity_in_use(self, did: DeviceID) -> bool:
         return did in self.a.allocated.capacity or self.allocating_shares.get(did, 0) > 0
+
+    def groups_ok(self, pool: Pool, d: PreparedDevice) -> Callable[[], None] | None:
+        """DRADeviceCompatibilityGroups: admit ``d`` next to the devices on its counter sets (allocated
+        and tentatively allocated); returns the undo of that, or None if incompatible."""
+        running = self.consumed_groups.setdefault((pool.driver, pool.pool), {})
+        return consume(running, self.a.group_baseline(pool), d)
+
+    def lookup_for(self, rd: RequestData, d: PreparedDevice) -> Lookup | None:
+        """The attribute source of ``d`` for ``rd``'s constraints: None (the device's own) unless the
+        request derives attributes. Raises :class:`CelSelectorError` when a derived one fails."""
+        if not rd.derived:
+            return None
+
+        def lookup(name: str) -> Any:
+            expression = rd.derived.get(name)
+            if expression is None:
+                return _raw_attribute(d, name)
+            claim = self.claim_name(rd.claim_index)
+            where = f'claim "{claim}" request "{rd.name}": derived attribute {name} {expression!r}'
+            try:
+                compiled = self.a.derived_expression(expression)
+            except CelCompileError as exc:
+                raise CelSelectorError(
+                    f"{where}: CEL compile error: {exc.message}",
+                    claim=claim, request=rd.name, expression=expression,
+                ) from exc
+            value = evaluate_memo(compiled, d.derived, d.cel_input)
+            if isinstance(value, str):
+                raise CelSelectorError(
+                    f"{where} on device {d.id}: CEL runtime error: {value}",
+                    claim=claim, request=rd.name, expression=expression, device=str(d.id), runtime=True,
+                )
+            return value
+
+        return lookup
 
     def counters_ok(self, pool: Pool, d: PreparedDevice, *, commit: bool) -> bool:
         available = self.a.available_counters(pool)

@@ -55,16 +55,23 @@ class DeviceID(NamedTuple):
 
 @dataclass(frozen=True)
 class Features:
-    """DRA feature gates relevant to allocation (defaults = the v1.37 incubating allocator with its
-    gates on; ``all()`` is the same).
+    """DRA feature gates relevant to allocation (upstream ``structured.Features``). The defaults are
+    kube-scheduler's at v1.37 with its default gates: the beta and GA features on, the alpha ones off
+    (``all()`` is the same: the default set, not upstream's ``FeaturesAll``).
 
     ``device_binding_and_status`` = DRADeviceBindingConditions and DRAResourceClaimDeviceStatus both
-    on (upstream treats the pair as one allocator feature). ``list_type_attributes``
-    (DRAListTypeAttributes, alpha) is implemented for constraints and off by default. The other alpha
-    gates of upstream's experimental allocator (DRADeviceCompatibilityGroups, DRADerivedAttributes,
-    DRAOptionalNodeOperations) are not implemented and count as off: slices whose devices declare
-    ``compatibilityGroups`` are ignored (their pool is incomplete), a request with
-    ``derivedAttributes`` is an error, ``skipNodeOperations`` is not copied to results.
+    on (upstream treats the pair as one allocator feature). The alpha gates of upstream's experimental
+    allocator, off by default:
+
+    * ``list_type_attributes`` (DRAListTypeAttributes): list-valued attributes in constraints;
+    * ``compatibility_groups`` (DRADeviceCompatibilityGroups): devices whose counter consumption names
+      ``compatibilityGroups`` share a counter set only with peers of a common group; with the gate off
+      slices that use groups are ignored (their pool is incomplete);
+    * ``derived_attributes`` (DRADerivedAttributes): a request's ``derivedAttributes`` (CEL) define
+      attributes its constraints see; with the gate off such a request is an error;
+    * ``optional_node_operations`` (DRAOptionalNodeOperations): devices of slices with
+      ``skipNodeOperations`` go only to nodes declaring the feature (``status.declaredFeatures``) and
+      the result carries ``skipNodeOperations``; with the gate off such devices are never allocated.
     """
 
     admin_access: bool = True
@@ -74,7 +81,10 @@ class Features:
     device_binding_and_status: bool = True
     consumable_capacity: bool = True
     fractional_capacity_range: bool = True
-    list_type_attributes: bool = False  # alpha, off by default in v1.37 (upstream: experimental only)
+    list_type_attributes: bool = False  # alpha
+    compatibility_groups: bool = False  # alpha
+    derived_attributes: bool = False  # alpha
+    optional_node_operations: bool = False  # alpha
 
     @classmethod
     def all(cls) -> Features:
