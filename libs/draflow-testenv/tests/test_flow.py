@@ -109,3 +109,14 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
         finally:
             await nc.close()
         assert {"created", "allocated", "prepared"} <= set(kinds)
+
+
+def test_the_allocator_gets_the_gates_the_apiserver_accepted() -> None:
+    env = Environment(Path("/tmp/draflow-flow-test"))
+    env.feature_gates = ["DRAListTypeAttributes", "DRADeviceCompatibilityGroups"]
+    env.rejected_feature_gates = ["DRADerivedAttributes"]
+    commands = dict(service_commands(env, nodes=1, gpus=1, allocator_port=12345))
+    settings = load_settings(settings_class("structured-allocator"), commands["structured-allocator"][1:])
+    features = settings.allocator_features
+    assert features.list_type_attributes and features.compatibility_groups
+    assert not features.derived_attributes

@@ -50,6 +50,7 @@ from draflow_runtime.kube import (
 from draflow_runtime.lifecycle import devices_of, recent_events
 from draflow_testenv.binaries import repo_root
 from draflow_testenv.environment import Environment
+from draflow_testenv.featuregates import gates_flag
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.servers import free_port
 
@@ -94,7 +95,8 @@ def service_commands(
         ("slice-publisher", [_bin("slice-publisher"), *common, "--fleet-root", fleet, "--http-port", "0"]),
         ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
         ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
-                                  "--http-port", str(allocator_port)]),
+                                  "--http-port", str(allocator_port), "--feature-gates",
+                                  gates_flag(env.feature_gates, env.rejected_feature_gates)]),
     ]
 
 

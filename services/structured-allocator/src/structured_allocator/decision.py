@@ -47,6 +47,7 @@ from .core import (
     Allocator,
     CelCache,
     CelSelectorError,
+    Features,
     SearchBudget,
     SearchBudgetExhausted,
     UnknownDeviceClassError,
@@ -127,8 +128,10 @@ class Decider:
     def __init__(self, state: ClusterState, scorer: Scorer, nodes_to_find: int,
                  cel_cache: CelCache | None = None, *, binding_timeout: float = 600.0,
                  clock: Callable[[], datetime] = utcnow, search_steps: int = 0,
-                 filter_timeout: float = 0.0, monotonic: Callable[[], float] = time.monotonic) -> None:
+                 filter_timeout: float = 0.0, monotonic: Callable[[], float] = time.monotonic,
+                 features: Features | None = None) -> None:
         self.state = state
+        self.features = features  # None: the core's defaults
         self.binding_timeout = binding_timeout
         self.clock = clock
         self.scorer = scorer
@@ -241,7 +244,8 @@ class Decider:
 
     def _allocator(self) -> Allocator:
         state = self.state
-        return Allocator(state.classes_by_name(), state.slices, state.assume.state, cel_cache=self.cel_cache)
+        return Allocator(state.classes_by_name(), state.slices, state.assume.state, self.features,
+                         cel_cache=self.cel_cache)
 
     def _budget(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> SearchBudget:
         return SearchBudget(max_steps=self.search_steps or None, deadline=deadline, cancelled=cancelled,

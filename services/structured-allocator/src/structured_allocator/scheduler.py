@@ -87,10 +87,11 @@ class Scheduler:
         self.kube = kube
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(__name__)
         self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
-                                  taint_rules=settings.device_taint_rules)
+                                  taint_rules=settings.watch_device_taint_rules)
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
-                               binding_timeout=settings.binding_timeout,
-                               search_steps=settings.search_steps, filter_timeout=settings.filter_timeout)
+                               binding_timeout=settings.binding_timeout, search_steps=settings.search_steps,
+                               filter_timeout=settings.effective_filter_timeout,
+                               features=settings.allocator_features)
         # One decision at a time (the scheduler's worker and the NATS responder): decisions yield to
         # the event loop between nodes, and the assume cache must not change under a search.
         self.decision_lock = asyncio.Lock()

@@ -10,6 +10,9 @@ from pydantic_settings import SettingsConfigDict
 
 from draflow_runtime.settings import ServiceSettings
 
+from . import featuregates
+from .core import Features
+
 __all__ = ["Settings"]
 
 
@@ -87,6 +90,39 @@ class Settings(ServiceSettings):
     explanations_kept: int = Field(
         2048, ge=1, description="Explanations of unallocatable claims kept for GET /explain."
     )
+
+    feature_gates: str = Field(
+        "",
+        description="DRA feature gates as kube-scheduler's --feature-gates (Name=true|false, comma-"
+        "separated); unset gates keep draflow's defaults: Kubernetes 1.37's, plus the alpha gates "
+        "DRAListTypeAttributes, DRADeviceCompatibilityGroups and DRADerivedAttributes that draflow's test "
+        "environment turns on. Set them as the kube-apiserver has them.",
+    )
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        featuregates.parse(value)  # ValueError names the bad entry
+        return value
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """Every DRA feature gate's value (see :mod:`.featuregates`)."""
+        return featuregates.parse(self.feature_gates)
+
+    @property
+    def allocator_features(self) -> Features:
+        return featuregates.allocator_features(self.gates)
+
+    @property
+    def effective_filter_timeout(self) -> float:
+        """``filter_timeout``, or 0 (no limit) with DRASchedulerFilterTimeout off, as upstream."""
+        return self.filter_timeout if self.gates["DRASchedulerFilterTimeout"] else 0.0
+
+    @property
+    def watch_device_taint_rules(self) -> bool:
+        """``device_taint_rules`` and the DRADeviceTaintRules gate."""
+        return self.device_taint_rules and self.gates["DRADeviceTaintRules"]
 
     @field_validator("scheduler_names")
     @classmethod

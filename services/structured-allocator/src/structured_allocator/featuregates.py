@@ -1,0 +1,89 @@
+"""The DRA feature gates of Kubernetes v1.37, as ``--feature-gates`` of kube-scheduler takes them.
+
+``parse("DRADerivedAttributes=true,DRAListTypeAttributes=false")`` → every DRA gate's value: the given
+ones, the others at :data:`DRAFLOW_DEFAULTS` — upstream's v1.37 defaults, with the alpha gates that
+draflow's test environment (and ``make up``) turns on in its kube-apiserver also on, so that the
+allocator follows the API server it is tested against. As upstream, an unknown gate or a locked GA gate
+set to false is an error. :func:`allocator_features` maps the gates to the core's
+:class:`~.core.Features` exactly as kube-scheduler's DynamicResources plugin builds
+``structured.Features``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .core import Features
+
+__all__ = ["DRAFLOW_DEFAULTS", "GATES", "LOCKED", "allocator_features", "parse"]
+
+# name -> default in kube-apiserver/kube-scheduler v1.37.1 (pkg/features/kube_features.go).
+GATES: Mapping[str, bool] = {
+    "DRAAdminAccess": True,  # GA, locked
+    "DRAConsumableCapacity": True,  # beta
+    "DRADerivedAttributes": False,  # alpha
+    "DRADeviceBindingConditions": True,  # beta
+    "DRADeviceCompatibilityGroups": False,  # alpha
+    "DRADeviceTaintRules": True,  # GA
+    "DRADeviceTaints": True,  # GA
+    "DRAExtendedResource": True,  # GA, locked
+    "DRAFractionalCapacityRange": True,  # beta
+    "DRAListTypeAttributes": False,  # alpha
+    "DRANodeAllocatableResources": False,  # alpha
+    "DRAOptionalNodeOperations": False,  # alpha
+    "DRAPartitionableDevices": True,  # beta
+    "DRAPartitionableDevicesType": False,  # alpha
+    "DRAPrioritizedList": True,  # GA, locked
+    "DRAResourceClaimDeviceStatus": True,  # GA, locked
+    "DRAResourceClaimGranularStatusAuthorization": True,  # beta
+    "DRAResourcePoolStatus": False,  # alpha
+    "DRASchedulerFilterTimeout": True,  # beta
+    "DRAWorkloadResourceClaims": False,  # beta, off
+}
+LOCKED = frozenset(
+    {"DRAAdminAccess", "DRAExtendedResource", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus"}
+)
+
+# Off upstream, on in draflow's test environment and `make up` (draflow_testenv.featuregates.WANTED_GATES);
+# a unit test keeps the two lists in step.
+DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes")
+DRAFLOW_DEFAULTS: Mapping[str, bool] = {**GATES, **dict.fromkeys(DRAFLOW_ON, True)}
+
+
+def parse(value: str) -> dict[str, bool]:
+    """``Name=true|false`` pairs, comma-separated → all DRA gates; raises ValueError naming the entry."""
+    gates = dict(DRAFLOW_DEFAULTS)
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, raw = item.partition("=")
+        name, raw = name.strip(), raw.strip().lower()
+        if not sep or raw not in ("true", "false"):
+            raise ValueError(f"feature gate {item!r}: expected Name=true or Name=false")
+        if name not in GATES:
+            raise ValueError(f"unrecognized feature gate: {name} (known: {', '.join(sorted(GATES))})")
+        enabled = raw == "true"
+        if name in LOCKED and not enabled:
+            raise ValueError(f"cannot set feature gate {name} to false, feature is locked to true")
+        gates[name] = enabled
+    return gates
+
+
+def allocator_features(gates: Mapping[str, bool]) -> Features:
+    """The core's features for these gates (upstream ``DynamicResources`` → ``structured.Features``)."""
+    return Features(
+        admin_access=gates["DRAAdminAccess"],
+        prioritized_list=gates["DRAPrioritizedList"],
+        partitionable_devices=gates["DRAPartitionableDevices"],
+        device_taints=gates["DRADeviceTaints"],
+        device_binding_and_status=(
+            gates["DRADeviceBindingConditions"] and gates["DRAResourceClaimDeviceStatus"]
+        ),
+        consumable_capacity=gates["DRAConsumableCapacity"],
+        fractional_capacity_range=gates["DRAFractionalCapacityRange"],
+        list_type_attributes=gates["DRAListTypeAttributes"],
+        compatibility_groups=gates["DRADeviceCompatibilityGroups"],
+        derived_attributes=gates["DRADerivedAttributes"],
+        optional_node_operations=gates["DRAOptionalNodeOperations"],
+    )
