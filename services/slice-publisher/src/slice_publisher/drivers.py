@@ -3,7 +3,9 @@
 :class:`RegistryWatcher` scans the registration directories (the kubelet's plugin-watcher layout,
 ``<dir>/<driver>-reg.sock``) every ``interval`` seconds. Each socket gets one :class:`DriverConnection`
 task, restarted when the socket file is replaced (a driver restart binds a new socket) and cancelled when it
-goes away. A connection:
+goes away. A connection that already reached the new socket by itself (it retries ``GetInfo`` by path, and
+records the stamp of the socket it dialed) is kept instead: no needless unavailable/back flap. A
+connection:
 
 1. calls ``pluginregistration.Registration/GetInfo`` (the same call the kubelet makes; it does *not* call
    ``NotifyRegistrationStatus``, that is the kubelet's business) to learn the driver name and endpoint;
@@ -53,6 +55,14 @@ CHANNEL_OPTIONS = [
     ("grpc.http2.bdp_probe", 0),
     ("grpc.max_receive_message_length", 64 * 1024 * 1024),
 ]
+
+
+#: (inode, mtime in ns) of a registration socket: a driver that restarts binds a new socket, a new stamp.
+Stamp = tuple[int, int]
+
+
+def stamp_of(st: os.stat_result) -> Stamp:
+    return (st.st_ino, st.st_mtime_ns)
 
 
 class DriverListener(Protocol):
@@ -111,6 +121,8 @@ class DriverConnection:
         self.driver: str | None = None
         self.unimplemented = False
         self.connected = False
+        #: (inode, mtime) of the registration socket the last GetInfo was sent to (None: not there).
+        self.dialed: Stamp | None = None
         self._listener = listener
         self._timeout = timeout
         self._max_backoff = max_backoff
@@ -121,6 +133,10 @@ class DriverConnection:
         backoff = 0.05
         while True:
             try:
+                # Stat right before dialing: the watcher keeps this connection when the socket it sees
+                # is the one dialed here (a restarted driver reached by path, see RegistryWatcher.scan).
+                self.dialed = None
+                self.dialed = stamp_of(os.stat(self.reg_socket))
                 info = await get_info(self.reg_socket, self._timeout)
             except (grpc.aio.AioRpcError, ValueError, OSError) as exc:
                 self.lost(f"GetInfo failed: {_describe(exc)}")
@@ -236,7 +252,7 @@ class RegistryWatcher:
         self._timeout = timeout
         self._max_backoff = max_backoff
         self._want_health = want_health
-        self._conns: dict[tuple[str, str], tuple[tuple[int, int], DriverConnection, asyncio.Task[None]]] = {}
+        self._conns: dict[tuple[str, str], tuple[Stamp, DriverConnection, asyncio.Task[None]]] = {}
         self.nodes: set[str] = set()
         self.scanned = asyncio.Event()
 
@@ -255,8 +271,8 @@ class RegistryWatcher:
             await asyncio.gather(*(t for _, _, t in self._conns.values()), return_exceptions=True)
             self._conns.clear()
 
-    def _sockets(self) -> dict[tuple[str, str], tuple[int, int]]:
-        found: dict[tuple[str, str], tuple[int, int]] = {}
+    def _sockets(self) -> dict[tuple[str, str], Stamp]:
+        found: dict[tuple[str, str], Stamp] = {}
         dirs = self._dirs()
         self.nodes = set(dirs)
         for node, d in dirs.items():
@@ -264,15 +280,23 @@ class RegistryWatcher:
                 for entry in os.scandir(d):
                     if entry.name.endswith(REG_SUFFIX):
                         with contextlib.suppress(FileNotFoundError):
-                            st = entry.stat()
-                            found[(node, entry.path)] = (st.st_ino, st.st_mtime_ns)
+                            found[(node, entry.path)] = stamp_of(entry.stat())
         return found
 
     def scan(self) -> None:
-        """One pass: start connections for new or replaced sockets, stop those whose socket vanished."""
+        """One pass: start connections for new or replaced sockets, stop those whose socket vanished.
+
+        A replaced socket whose connection already streams from it (the connection retried GetInfo by
+        path and reached the restarted driver before this pass saw the new socket) is kept: restarting
+        it would report the driver unavailable and back again, a taint flap the allocator sees.
+        """
         found = self._sockets()
         for key, (stamp, conn, task) in list(self._conns.items()):
-            if found.get(key) == stamp:
+            now = found.get(key)
+            if now == stamp:
+                continue
+            if now is not None and conn.connected and conn.dialed == now:
+                self._conns[key] = (now, conn, task)
                 continue
             task.cancel()
             del self._conns[key]

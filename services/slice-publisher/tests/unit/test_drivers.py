@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -248,3 +249,61 @@ async def test_a_connection_cancelled_while_its_health_stream_winds_down_stops(
     task.cancel()
     done, _ = await asyncio.wait({task}, timeout=10)
     assert done == {task} and task.cancelled()
+
+
+def _stale_socket(path: Path) -> None:
+    """What a SIGKILLed driver leaves behind: a socket file nobody listens on."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.bind(str(path))
+
+
+async def test_a_connection_that_reached_the_restarted_driver_is_kept_when_the_socket_is_replaced(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Regression (CI, under load): the driver was killed, its dead socket stayed; the restarted driver
+    replaced it; the connection retrying GetInfo by path reached the new driver ("back") before the next
+    scan saw the new socket, and that scan restarted the connection: unavailable and back once more, a
+    needless taint flap. Scans are run by hand here, so the order is the racy one every time."""
+    root = tmp_path_factory.mktemp("drv")
+    (root / "plugins_registry").mkdir()
+    rec = Recorder()
+    watcher = RegistryWatcher(
+        single_node_dirs(NODE, str(root / "plugins_registry")),
+        rec,
+        interval=3600.0,  # one scan at start; the others are this test's calls to scan()
+        timeout=2.0,
+        max_backoff=0.1,
+    )
+    drv = FakeDriver(root, "gpu.example.com")
+    await drv.start()
+    task = asyncio.create_task(watcher.run())
+    drv2 = FakeDriver(root, "gpu.example.com")
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+        [conn] = watcher.connections()
+        await drv.stop()  # removes its socket; a killed driver's stays: put a dead one there
+        _stale_socket(drv.reg)
+        await rec.wait_for("unavailable", "gpu.example.com")
+        rec.events.clear()
+        rec.reasons.clear()
+
+        await drv2.start()  # unlinks the dead socket, binds a new one at the same path
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+        assert conn.connected
+        for _ in range(3):
+            watcher.scan()
+        assert [e for e in rec.events if e[0] == "unavailable"] == [], rec.reasons
+        assert watcher.connections() == [conn]
+        await drv2.set(devices=3)  # the kept connection still streams
+        await rec.wait_for("inventory", ("gpu.example.com", [3]))
+        assert [e for e in rec.events if e[0] in ("inventory", "unavailable")] == [
+            ("inventory", ("gpu.example.com", [2])),
+            ("inventory", ("gpu.example.com", [3])),
+        ]
+        assert drv2.get_info_calls == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await drv2.stop()
