@@ -21,12 +21,10 @@ from dataclasses import dataclass
 import grpc
 
 from draflow_protos.drahealth.v1 import api_pb2 as health_v1
-from draflow_protos.drahealth.v1 import api_pb2_grpc as health_v1_grpc
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_v1alpha1
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_v1alpha1_grpc
+from draflow_runtime.drahealth import HEALTH_APIS
 from draflow_runtime.log import get_logger
 
-from .plugins import HEALTH_V1, HEALTH_V1ALPHA1, Plugin, PluginStore
+from .plugins import Plugin, PluginStore
 
 log = get_logger(__name__)
 
@@ -34,7 +32,6 @@ RETRY_INTERVAL = 5.0
 DEFAULT_TIMEOUT = 30
 # Both versions number HealthStatus alike (UNKNOWN 0, HEALTHY 1, UNHEALTHY 2).
 _NAMES = {health_v1.HEALTHY: "Healthy", health_v1.UNHEALTHY: "Unhealthy", health_v1.UNKNOWN: "Unknown"}
-_MODULES = {HEALTH_V1: (health_v1, health_v1_grpc), HEALTH_V1ALPHA1: (health_v1alpha1, health_v1alpha1_grpc)}
 
 
 @dataclass
@@ -100,7 +97,7 @@ class NodeHealth:
         return bool(keys)
 
     async def _watch(self, plugin: Plugin) -> None:
-        messages, grpc_module = _MODULES[plugin.health_service]
+        messages, grpc_module = HEALTH_APIS[plugin.health_service]
         service = plugin.health_service
         log.info("watching device health", node=self.node, driver=plugin.driver, service=service)
         while True:

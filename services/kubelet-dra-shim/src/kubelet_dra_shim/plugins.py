@@ -5,7 +5,8 @@ A driver announces itself by creating ``<registry dir>/<driver>[-<uid>]-reg.sock
 checks the type (``DRAPlugin``), picks the first entry of the plugin's ``supported_versions`` that the
 shim speaks (``v1.DRAPlugin``, then ``v1beta1.DRAPlugin``) and, optionally, the health service the way
 kubelet v1.37 negotiates it (``v1.DRAResourceHealth`` if the plugin lists it, else
-``v1alpha1.DRAResourceHealth``, else none), adds the endpoint to the :class:`PluginStore` and answers
+``v1alpha1.DRAResourceHealth``, else none; :mod:`draflow_runtime.drahealth`, shared with
+slice-publisher), adds the endpoint to the :class:`PluginStore` and answers
 ``NotifyRegistrationStatus`` (registered, or not with the reason). A socket that disappears
 deregisters its plugin; a socket that is replaced (new inode: the driver restarted) is registered again.
 
@@ -39,6 +40,7 @@ from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_protos.dra.v1beta1 import api_pb2_grpc as dra_v1beta1_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_runtime.drahealth import choose_health_service
 from draflow_runtime.errors import DraflowError
 from draflow_runtime.log import get_logger
 
@@ -49,10 +51,6 @@ V1 = "v1.DRAPlugin"
 V1BETA1 = "v1beta1.DRAPlugin"
 #: What the shim speaks, in order of preference (the kubelet's list).
 SUPPORTED_VERSIONS: tuple[str, ...] = (V1, V1BETA1)
-HEALTH_V1 = "v1.DRAResourceHealth"
-HEALTH_V1ALPHA1 = "v1alpha1.DRAResourceHealth"
-#: The DRAResourceHealth services the shim speaks, most preferred first (kubelet v1.37.1's list and order).
-HEALTH_SERVICES: tuple[str, ...] = (HEALTH_V1, HEALTH_V1ALPHA1)
 REGISTRATION_SUFFIX = "-reg.sock"
 
 _MODULES = {V1: (dra_v1, dra_v1_grpc), V1BETA1: (dra_v1beta1, dra_v1beta1_grpc)}
@@ -74,14 +72,6 @@ def choose_version(plugin_versions: Sequence[str]) -> str | None:
         if version in SUPPORTED_VERSIONS:
             return version
     return None
-
-
-def choose_health_service(plugin_versions: Sequence[str]) -> str:
-    """The health service to watch: the first of :data:`HEALTH_SERVICES` the plugin lists, else ""."""
-    for service in HEALTH_SERVICES:
-        if service in plugin_versions:
-            return service
-    return ""
 
 
 def validate_info(info: Any) -> tuple[str, str]:

@@ -10,8 +10,10 @@ connection:
 1. calls ``pluginregistration.Registration/GetInfo`` (the same call the kubelet makes; it does *not* call
    ``NotifyRegistrationStatus``, that is the kubelet's business) to learn the driver name and endpoint;
 2. opens ``draflow.inventory.v1.Inventory/ListAndWatchResources(node_name)`` on the endpoint and hands every
-   message (the driver's complete desired pools) to the listener, and, if the driver advertises
-   ``v1alpha1.DRAResourceHealth``, ``NodeWatchResources`` on the same socket for device health;
+   message (the driver's complete desired pools) to the listener, and, if the driver advertises a
+   health service, ``NodeWatchResources`` on the same socket for device health, on the version the
+   kubelet would pick (``v1.DRAResourceHealth``, else ``v1alpha1.DRAResourceHealth``:
+   :func:`draflow_runtime.drahealth.choose_health_service`, shared with kubelet-dra-shim);
 3. when the stream breaks or ends, reports the driver unavailable at once and tries again (GetInfo first,
    the endpoint may have moved) with capped exponential backoff;
 4. a driver that answers UNIMPLEMENTED is reported once and left alone until its socket changes.
@@ -28,16 +30,15 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import grpc
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_runtime.drahealth import HEALTH_APIS, choose_health_service
 from draflow_runtime.log import get_logger
 from slice_publisher.convert import pools_from_response
 from slice_publisher.splitter import DesiredPool
@@ -46,7 +47,6 @@ log = get_logger(__name__)
 
 REG_SUFFIX = "-reg.sock"
 DRA_PLUGIN_TYPE = "DRAPlugin"
-HEALTH_SERVICE = "v1alpha1.DRAResourceHealth"
 HEALTH_RETRY = 5.0
 #: Unix sockets need no bandwidth probing; its HTTP/2 pings time out when a loaded machine starves either
 #: process, and a ping timeout kills the stream (seen at 1,000 nodes on 2 cores). Inventory messages of
@@ -80,6 +80,11 @@ class DriverInfo:
     endpoint: str
     versions: tuple[str, ...]
 
+    @property
+    def health_service(self) -> str:
+        """The negotiated DRAResourceHealth service, "" when the driver advertises none we speak."""
+        return choose_health_service(self.versions)
+
 
 async def get_info(reg_socket: str, rpc_timeout: float) -> DriverInfo:
     """``GetInfo`` on a registration socket; raises ``grpc.aio.AioRpcError`` or ``ValueError``."""
@@ -92,14 +97,13 @@ async def get_info(reg_socket: str, rpc_timeout: float) -> DriverInfo:
     return DriverInfo(info.name, info.endpoint, tuple(info.supported_versions))
 
 
-def unhealthy_devices(
-    resp: health_pb2.NodeWatchResourcesResponse, default_pool: str
-) -> frozenset[tuple[str, str]]:
-    """(pool, device) of every device reported UNHEALTHY in a full health list."""
+def unhealthy_devices(resp: Any, unhealthy: int, default_pool: str) -> frozenset[tuple[str, str]]:
+    """(pool, device) of every device reported ``unhealthy`` (the version's UNHEALTHY value) in a full
+    health list (a ``NodeWatchResourcesResponse`` of either version)."""
     return frozenset(
         (d.device.pool_name or default_pool, d.device.device_name)
         for d in resp.devices
-        if d.health == health_pb2.UNHEALTHY
+        if d.health == unhealthy
     )
 
 
@@ -119,6 +123,7 @@ class DriverConnection:
         self.node = node
         self.reg_socket = reg_socket
         self.driver: str | None = None
+        self.health_service = ""  # negotiated at the last GetInfo; "" for none
         self.unimplemented = False
         self.connected = False
         #: (inode, mtime) of the registration socket the last GetInfo was sent to (None: not there).
@@ -141,9 +146,15 @@ class DriverConnection:
             except (grpc.aio.AioRpcError, ValueError, OSError) as exc:
                 self.lost(f"GetInfo failed: {_describe(exc)}")
             else:
-                if self.driver != info.name:
-                    self._log.info("driver found", driver=info.name, endpoint=info.endpoint)
+                if (self.driver, self.health_service) != (info.name, info.health_service):
+                    self._log.info(
+                        "driver found",
+                        driver=info.name,
+                        endpoint=info.endpoint,
+                        health=info.health_service or "none",
+                    )
                 self.driver = info.name
+                self.health_service = info.health_service
                 if await self._stream(info):
                     backoff = 0.05
                 if self.unimplemented:
@@ -172,8 +183,8 @@ class DriverConnection:
                     pools = pools_from_response(resp, info.name, self.node)
                     self.connected = delivered = True
                     self._listener.on_inventory(self.node, info.name, pools)
-                    if health is None and self._want_health and HEALTH_SERVICE in info.versions:
-                        health = asyncio.create_task(self._health(channel, info.name))
+                    if health is None and self._want_health and info.health_service:
+                        health = asyncio.create_task(self._health(channel, info.name, info.health_service))
                 self.lost("inventory stream ended")
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
@@ -190,16 +201,19 @@ class DriverConnection:
                     await asyncio.gather(health, return_exceptions=True)
         return delivered
 
-    async def _health(self, channel: grpc.aio.Channel, driver: str) -> None:
-        stub = health_grpc.DRAResourceHealthStub(channel)
+    async def _health(self, channel: grpc.aio.Channel, driver: str, service: str) -> None:
+        messages, grpc_module = HEALTH_APIS[service]
+        stub = grpc_module.DRAResourceHealthStub(channel)
         while True:
             try:
-                async for resp in stub.NodeWatchResources(health_pb2.NodeWatchResourcesRequest()):
-                    self._listener.on_health(self.node, driver, unhealthy_devices(resp, self.node))
+                async for resp in stub.NodeWatchResources(messages.NodeWatchResourcesRequest()):
+                    unhealthy = unhealthy_devices(resp, messages.UNHEALTHY, self.node)
+                    self._listener.on_health(self.node, driver, unhealthy)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    self._log.info("health service advertised but not served", driver=driver, service=service)
                     return
-                self._log.info("health stream broke", driver=driver, error=_describe(exc))
+                self._log.info("health stream broke", driver=driver, service=service, error=_describe(exc))
             # Like the kubelet: forget the health of a driver whose stream ended, retry later.
             self._listener.on_health(self.node, driver, frozenset())
             await asyncio.sleep(HEALTH_RETRY)

@@ -13,27 +13,29 @@ from typing import Any
 import grpc
 import pytest
 
-from draflow_protos.drahealth.v1alpha1 import api_pb2 as health_pb2
-from draflow_protos.drahealth.v1alpha1 import api_pb2_grpc as health_grpc
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_runtime.drahealth import HEALTH_APIS, HEALTH_SERVICES, HEALTH_V1, HEALTH_V1ALPHA1
 from slice_publisher.drivers import DriverConnection, RegistryWatcher, single_node_dirs
 
 NODE = "node-a"
 
 
-class FakeDriver(
-    reg_grpc.RegistrationServicer, inv_grpc.InventoryServicer, health_grpc.DRAResourceHealthServicer
-):
-    """Registration + (optionally) Inventory and DRAResourceHealth; inventory changes with :meth:`set`."""
+class FakeDriver(reg_grpc.RegistrationServicer, inv_grpc.InventoryServicer):
+    """Registration + (optionally) Inventory and the DRAResourceHealth versions in ``health`` (advertised
+    and served); inventory and health change with :meth:`set`."""
 
-    def __init__(self, root: Path, name: str, *, inventory: bool = True) -> None:
+    def __init__(
+        self, root: Path, name: str, *, inventory: bool = True, health: tuple[str, ...] = HEALTH_SERVICES
+    ) -> None:
         self.name = name
         self.reg = root / "plugins_registry" / f"{name}-reg.sock"
         self.dra = root / "plugins" / name / "dra.sock"
         self.inventory = inventory
+        self.health = health
+        self.health_streams: list[str] = []  # the service of every NodeWatchResources call, in order
         self.devices = 2
         self.unhealthy: list[str] = []
         self.get_info_calls = 0
@@ -47,7 +49,7 @@ class FakeDriver(
             type="DRAPlugin",
             name=self.name,
             endpoint=str(self.dra),
-            supported_versions=["v1.DRAPlugin", "v1alpha1.DRAResourceHealth"],
+            supported_versions=["v1.DRAPlugin", *self.health],
         )
 
     def _message(self) -> inv.ListAndWatchResourcesResponse:
@@ -67,19 +69,27 @@ class FakeDriver(
             yield self._message()
             seen = await self._next_change(seen)
 
-    async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
-        seen = self.version
-        while True:
-            yield health_pb2.NodeWatchResourcesResponse(
-                devices=[
-                    health_pb2.DeviceHealth(
-                        device=health_pb2.DeviceIdentifier(pool_name=NODE, device_name=d),
-                        health=health_pb2.UNHEALTHY,
+    def health_servicer(self, service: str) -> Any:
+        messages = HEALTH_APIS[service][0]
+        driver = self
+
+        class Health:
+            async def NodeWatchResources(self, request: Any, context: Any) -> AsyncIterator[Any]:
+                driver.health_streams.append(service)
+                seen = driver.version
+                while True:
+                    yield messages.NodeWatchResourcesResponse(
+                        devices=[
+                            messages.DeviceHealth(
+                                device=messages.DeviceIdentifier(pool_name=NODE, device_name=d),
+                                health=messages.UNHEALTHY,
+                            )
+                            for d in driver.unhealthy
+                        ]
                     )
-                    for d in self.unhealthy
-                ]
-            )
-            seen = await self._next_change(seen)
+                    seen = await driver._next_change(seen)
+
+        return Health()
 
     async def set(self, devices: int | None = None, unhealthy: list[str] | None = None) -> None:
         self.devices = self.devices if devices is None else devices
@@ -95,7 +105,10 @@ class FakeDriver(
         reg_grpc.add_RegistrationServicer_to_server(self, server)
         if self.inventory:
             inv_grpc.add_InventoryServicer_to_server(self, server)
-            health_grpc.add_DRAResourceHealthServicer_to_server(self, server)
+            for service in self.health:
+                HEALTH_APIS[service][1].add_DRAResourceHealthServicer_to_server(
+                    self.health_servicer(service), server
+                )
         server.add_insecure_port(f"unix:{self.reg}")
         server.add_insecure_port(f"unix:{self.dra}")
         await server.start()
@@ -229,7 +242,7 @@ async def test_a_connection_cancelled_while_its_health_stream_winds_down_stops(
     root = tmp_path_factory.mktemp("drv")
     winding_down = asyncio.Event()
 
-    async def slow_to_stop_health(self: DriverConnection, channel: Any, driver: str) -> None:
+    async def slow_to_stop_health(self: DriverConnection, channel: Any, driver: str, service: str) -> None:
         try:
             await asyncio.Event().wait()
         except asyncio.CancelledError:
@@ -307,3 +320,30 @@ async def test_a_connection_that_reached_the_restarted_driver_is_kept_when_the_s
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await drv2.stop()
+
+
+@pytest.mark.parametrize(
+    ("served", "negotiated"),
+    [
+        pytest.param((HEALTH_V1,), HEALTH_V1, id="v1-only"),
+        pytest.param((HEALTH_V1ALPHA1,), HEALTH_V1ALPHA1, id="v1alpha1-only"),
+        pytest.param((HEALTH_V1, HEALTH_V1ALPHA1), HEALTH_V1, id="both"),
+        pytest.param((HEALTH_V1ALPHA1, HEALTH_V1), HEALTH_V1, id="both-v1alpha1-listed-first"),
+    ],
+)
+async def test_health_is_watched_on_the_version_the_kubelet_would_pick(
+    watched: tuple[Path, Recorder], served: tuple[str, ...], negotiated: str
+) -> None:
+    """v1 first, v1alpha1 second, whatever the driver's order (kubelet v1.37.1, like kubelet-dra-shim);
+    a driver serving only v1 gets its unhealthy devices reported too."""
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com", health=served)
+    drv.unhealthy = ["gpu-1"]
+    await drv.start()
+    try:
+        await rec.wait_for("health", ["gpu-1"])
+        await drv.set(unhealthy=[])
+        await rec.wait_for("health", [])
+        assert drv.health_streams == [negotiated]
+    finally:
+        await drv.stop()
