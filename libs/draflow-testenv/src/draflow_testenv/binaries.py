@@ -10,6 +10,7 @@ the path of one binary.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from pathlib import Path
 
@@ -20,7 +21,17 @@ VERSION_KEYS = {
     "jaeger": "JAEGER_VERSION",
     "kustomize": "KUSTOMIZE_VERSION",
     "tilt": "TILT_VERSION",
+    "kubelet": "KUBERNETES_VERSION",
+    "kube-scheduler": "KUBERNETES_VERSION",
+    "kube-controller-manager": "KUBERNETES_VERSION",
+    "containerd": "CONTAINERD_VERSION",
+    "cni-plugins": "CNI_PLUGINS_VERSION",
 }
+# Built from this repository's hack/<name>: the version is a hash of these sources (as hack/binaries.sh does).
+SOURCE_VERSIONED = {"pause": ("go.mod", "main.go")}
+# Directories of several binaries: the path names the one moved in last (containerd's holds
+# containerd-shim-runc-v2 and ctr too; cni-plugins' holds bridge, host-local and loopback).
+MARKER = {"cni-plugins": "loopback"}
 
 
 class BinaryNotFound(RuntimeError):
@@ -69,6 +80,10 @@ def _override(name: str) -> str | None:
 
 
 def version_of(name: str, root: Path | None = None) -> str:
+    if name in SOURCE_VERSIONED:
+        src = (root or repo_root()) / "hack" / name
+        data = b"".join((src / f).read_bytes() for f in SOURCE_VERSIONED[name])
+        return hashlib.sha256(data).hexdigest()[:12]
     return read_versions(root)[VERSION_KEYS[name]]
 
 
@@ -77,7 +92,7 @@ def binary_path(name: str, root: Path | None = None) -> Path:
     override = _override(name)
     if override:
         return Path(override)
-    return cache_dir() / "bin" / f"{name}-{version_of(name, root)}" / name
+    return cache_dir() / "bin" / f"{name}-{version_of(name, root)}" / MARKER.get(name, name)
 
 
 async def ensure_binary(name: str, root: Path | None = None) -> Path:

@@ -1,0 +1,3 @@
+module local.draflow/pause
+
+go 1.26
