@@ -140,6 +140,7 @@ async def test_events_prints_a_claims_timeline_from_jetstream(testenv: Any) -> N
         for rv, kind in enumerate(["created", "allocated", "prepared"], start=1):
             claim = {"metadata": {"namespace": ns, "name": "c", "uid": "u", "resourceVersion": str(rv)}}
             assert await publish_claim_event(bus, kind, claim, node="node-1", pod=f"{ns}/p")
+        assert await bus.flush(30)
     finally:
         await bus.stop()
     out = await run(cli_args(testenv, "events", "--claim", f"{ns}/c"))

@@ -50,7 +50,7 @@ def test_outbox_needs_room_for_one() -> None:
 async def test_publish_while_never_connected_is_outboxed_and_bounded() -> None:
     bus = EventBus("nats://127.0.0.1:1", name="unit-bounded", outbox_size=3)  # never started
     for i in range(5):
-        assert await bus.publish("draflow.test", str(i).encode(), msg_id=f"id-{i}") is False
+        assert await bus.publish("draflow.test", str(i).encode(), msg_id=f"id-{i}") is True  # queued
     kept = list(bus._outbox)
     assert [m.data for m in kept] == [b"2", b"3", b"4"]
     assert [m.headers[MSG_ID_HEADER] for m in kept] == ["id-2", "id-3", "id-4"]
@@ -77,3 +77,14 @@ async def test_disabled_bus_discards_and_refuses_requests() -> None:
     with pytest.raises(BusUnavailable):
         await bus.request("a", b"x", timeout=0.1)
     await bus.stop()
+
+
+def test_outbox_discard_removes_that_very_item_wherever_it_is() -> None:
+    box: Outbox[list[str]] = Outbox(4)
+    a, b, c = ["a"], ["b"], ["c"]
+    for item in (a, b, c):
+        box.push(item)
+    assert box.head(2) == [a, b]
+    assert not box.discard(["b"]), "an equal item is not the item"
+    assert box.discard(b)
+    assert list(box) == [a, c]

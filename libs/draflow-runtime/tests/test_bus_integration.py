@@ -16,6 +16,7 @@ from prometheus_client import REGISTRY
 
 from draflow_runtime.bus import EventBus, PullConsumer, RemoteError
 from draflow_runtime.tracing import context_from_headers, setup_tracing
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -67,6 +68,7 @@ async def test_event_round_trips_through_jetstream_with_its_traceparent(
 
     with tracer.start_as_current_span("claim allocated") as publisher:
         assert await bus.publish(f"{names['subjects']}.allocated", b"claim-1") is True
+    assert await bus.flush(30)
 
     msg = await fetch_one(consumer)
     await msg.ack()
@@ -93,11 +95,12 @@ async def test_event_published_during_outage_is_delivered_once_after_restart(
 
     await testenv.stop_nats()
     try:
-        assert await bus.publish(subject, b"during-outage") is False
+        assert await bus.publish(subject, b"during-outage") is True
         assert bus.outbox_size == 1
         await late.start()  # returns although NATS is down; connects in the background
         assert not late.connected
-        assert await late.publish(subject, b"from-late-starter") is False
+        assert await late.publish(subject, b"from-late-starter") is True
+        assert late.outbox_size == 1
     finally:
         await testenv.start_nats()
 
@@ -107,6 +110,37 @@ async def test_event_published_during_outage_is_delivered_once_after_restart(
     assert bus.outbox_size == 0 and late.outbox_size == 0
     assert metric("draflow_bus_delivered_from_outbox_total", name=names["bus"]) == delivered_before + 1
     await late.stop()
+
+
+async def test_publish_never_waits_for_a_stalled_nats_and_delivers_in_order_once_it_answers(
+    testenv: Any, bus: EventBus, names: dict[str, str]
+) -> None:
+    """nats-server SIGSTOPped: the connection stays open but no ack comes back. Publishing must still only
+    queue (it runs inside node locks and allocator write slots); the ack timeout is long on purpose, so a
+    publish that waited for NATS would still be waiting when the test gives up."""
+    stalled = EventBus(testenv.nats_url, name=names["bus"] + "-stall", publish_timeout=600)
+    await stalled.start()
+    assert await stalled.wait_connected(30)
+    consumer = await bus.pull_consumer(names["stream"], "stall", f"{names['subjects']}.>")
+    subject = f"{names['subjects']}.stall"
+
+    async def publish_all() -> bool:
+        return all([await stalled.publish(subject, str(i).encode()) for i in range(5)])
+
+    testenv.pause_nats()
+    try:
+        publishing = asyncio.create_task(publish_all())
+        await eventually(lambda: asyncio.sleep(0, publishing.done()), 30, "publish returned, NATS stalled")
+        assert publishing.result() is True
+        assert stalled.outbox_size == 5, "nothing can be acked while nats-server is stopped"
+    finally:
+        testenv.resume_nats()
+
+    assert await stalled.flush(60)
+    got = [(await fetch_one(consumer)).data for _ in range(5)]
+    assert got == [b"0", b"1", b"2", b"3", b"4"]
+    assert await consumer.fetch(10, timeout=1.0) == []
+    await stalled.stop()
 
 
 async def test_request_reply_carries_trace_context_and_remote_errors(

@@ -91,6 +91,7 @@ async def test_a_claims_timeline_reads_back_in_publish_order(bus: EventBus, js: 
         assert await publish_claim_event(bus, kind, claim(ns, name, rv), node="node-1", pod=f"{ns}/trainer")
     # a neighbour's events do not leak into the timeline
     await publish_claim_event(bus, "created", claim(ns, "other", 1))
+    assert await bus.flush(30)
 
     timeline = await claim_timeline(js, ns, name)
     assert [kind_name(e.kind) for e in timeline] == HISTORY
@@ -105,6 +106,7 @@ async def test_the_same_announcement_twice_is_stored_once(bus: EventBus, js: Jet
     for _ in range(3):
         await publish_claim_event(bus, "allocated", claim(ns, "c", 7))
     await publish_claim_event(bus, "allocated", claim(ns, "c", 8))  # a new state is a new event
+    assert await bus.flush(30)
     assert len(await claim_timeline(js, ns, "c")) == 2
 
 
@@ -113,6 +115,7 @@ async def test_pool_events_share_the_stream(bus: EventBus, js: JetStreamContext)
     await publish_pool_changed(
         bus, driver="gpu.draflow.example", pool=pool, node=pool, generation=1, devices=8
     )
+    assert await bus.flush(30)
     records = await recent_events(js, f"draflow.events.pool.gpu_draflow_example.{pool}.changed")
     assert len(records) == 1
     event = records[0].event
@@ -130,7 +133,7 @@ async def test_events_published_while_nats_is_down_are_in_jetstream_after_it_ret
     await testenv.stop_nats()
     try:
         for rv, kind in enumerate(["allocated", "reserved", "prepared"], start=2):
-            assert await publish_claim_event(bus, kind, claim(ns, name, rv)) is False  # into the outbox
+            assert await publish_claim_event(bus, kind, claim(ns, name, rv)) is True  # queued
         assert bus.outbox_size == 3
     finally:
         await testenv.start_nats()
@@ -141,6 +144,7 @@ async def test_events_published_while_nats_is_down_are_in_jetstream_after_it_ret
         await asyncio.sleep(0.1)
     assert bus.outbox_size == 0
     assert await publish_claim_event(bus, "unprepared", claim(ns, name, 5))
+    assert await bus.flush(30)
 
     nc = await nats.connect(testenv.nats_url)
     try:
@@ -159,6 +163,7 @@ async def test_json_events_of_older_publishers_read_back_with_their_stored_time(
     body = b'{"claimUID": "u", "pod": "%s/p", "node": "n", "devices": []}' % ns.encode()
     before = time.time()
     assert await bus.publish(f"draflow.events.claim.{ns}.c.allocated", body)
+    assert await bus.flush(30)
     (event,) = await claim_timeline(js, ns, "c")
     assert (event.namespace, event.name, kind_name(event.kind), event.pod.name) == (ns, "c", "allocated", "p")
     assert before - 5 < event.time.ToNanoseconds() / 1e9 < time.time() + 5

@@ -10,6 +10,7 @@ import pytest
 from draflow_runtime.settings import load_settings
 from draflow_testenv.environment import Environment
 from draflow_testenv.flow import demo_objects, fleet_root, service_commands
+from draflow_testenv.wait import eventually
 
 
 def settings_class(name: str) -> type:
@@ -104,11 +105,14 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
         assert f"{env.jaeger_query_url}/trace/" in out
         nc = await nats.connect(env.nats_url)
         try:
-            timeline = await claim_timeline(nc.jetstream(), DEMO_NAMESPACE, generated)
-            kinds = [kind_name(e.kind) for e in timeline]
+            async def stored() -> set[str] | None:  # each service delivers its events in the background
+                timeline = await claim_timeline(nc.jetstream(), DEMO_NAMESPACE, generated)
+                kinds = {kind_name(e.kind) for e in timeline}
+                return kinds if {"created", "allocated", "prepared"} <= kinds else None
+
+            await eventually(stored, 30, "created, allocated and prepared events stored")
         finally:
             await nc.close()
-        assert {"created", "allocated", "prepared"} <= set(kinds)
 
 
 def test_the_allocator_gets_the_gates_the_apiserver_accepted() -> None:

@@ -4,11 +4,13 @@ Kubernetes is the truth, NATS only cuts latency and keeps history, so the bus ne
 
 - :meth:`EventBus.start` returns even while NATS is down; the first connection is retried forever in the
   background (exponential backoff with jitter, via tenacity); after that nats-py reconnects by itself.
-- :meth:`EventBus.publish` injects the current W3C trace context into the headers. If NATS is unreachable
-  or the publish fails, the message goes into a bounded FIFO **outbox** (full: the oldest is dropped,
-  counted and logged) that a background task delivers in order once NATS is back. Every JetStream message
-  carries ``Nats-Msg-Id``, so a retry after an ambiguous failure (timeout after the server stored it) is
-  de-duplicated by the stream (within its duplicate window, 2 minutes by default).
+- :meth:`EventBus.publish` never waits for NATS (it runs inside node locks, allocator write slots and
+  reconciles): it injects the current W3C trace context into the headers, appends the message to a bounded
+  FIFO **outbox** (full: the oldest is dropped, counted and logged) and returns. A background task delivers
+  the outbox in order, waits for JetStream's acks and retries with backoff while NATS is unreachable or
+  stalled; :meth:`EventBus.flush` waits for it. Every JetStream message carries ``Nats-Msg-Id``, so a
+  retry after an ambiguous failure (timeout after the server stored it) is de-duplicated by the stream
+  (within its duplicate window, 2 minutes by default).
 - Streams declared with :meth:`ensure_stream` and subscriptions made with :meth:`serve`/:meth:`subscribe`
   before NATS was reachable are applied when it is; streams are re-applied after every reconnect.
 
@@ -19,7 +21,8 @@ Errors (all :class:`BusError`, a ``DraflowError``)::
     ├── NoResponders       request: nobody serves the subject
     ├── RequestTimeout     request: no reply within the timeout
     ├── RemoteError        request: the responder's handler raised (``Draflow-Error`` reply header)
-    └── PublishRejected    JetStream refused the message (4xx: no such stream, limits...); not retried
+    └── PublishRejected    JetStream refused the message (4xx: no such stream, limits...); not retried:
+                           the delivery task logs and drops it (publish itself never raises it)
 
 Metrics (label ``name``): ``draflow_bus_published_total``, ``draflow_bus_outboxed_total``,
 ``draflow_bus_dropped_total{reason=outbox_full|rejected}``, ``draflow_bus_delivered_from_outbox_total``,
@@ -31,10 +34,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from dataclasses import dataclass
 
 import nats.errors
 import nats.js.errors
@@ -48,6 +49,7 @@ from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_ji
 
 from draflow_runtime.errors import DraflowError
 from draflow_runtime.log import get_logger
+from draflow_runtime.outbox import Outbox, OutboxMessage
 from draflow_runtime.tracing import attach, context_from_headers, detach, inject_into_headers
 
 __all__ = [
@@ -77,7 +79,7 @@ PUBLISHED = Counter(
     "draflow_bus_published_total", "Messages accepted by NATS, outbox deliveries included.", ["name"]
 )
 OUTBOXED = Counter(
-    "draflow_bus_outboxed_total", "Messages kept in the outbox because NATS was unreachable.", ["name"]
+    "draflow_bus_outboxed_total", "Messages queued in the outbox for delivery (every publish).", ["name"]
 )
 DROPPED = Counter(
     "draflow_bus_dropped_total", "Messages lost: evicted from a full outbox or rejected.", ["name", "reason"]
@@ -145,55 +147,6 @@ def _rejected(exc: nats.js.errors.APIError, subject: str) -> PublishRejected:
         code=exc.code,
         err_code=exc.err_code,
     )
-
-
-# --- outbox -----------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OutboxMessage:
-    """A message waiting for NATS. ``headers`` already carry trace context and ``Nats-Msg-Id``."""
-
-    subject: str
-    data: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    jetstream: bool = True
-
-
-T = TypeVar("T")
-
-
-class Outbox(Generic[T]):
-    """Bounded FIFO: :meth:`push` on a full outbox evicts and returns the oldest item."""
-
-    def __init__(self, maxsize: int) -> None:
-        if maxsize < 1:
-            raise ValueError("outbox size must be at least 1")
-        self.maxsize = maxsize
-        self._items: deque[T] = deque()
-
-    def push(self, item: T) -> T | None:
-        """Append ``item``; return the evicted oldest item if the outbox was full, else None."""
-        evicted = self._items.popleft() if len(self._items) >= self.maxsize else None
-        self._items.append(item)
-        return evicted
-
-    def peek(self) -> T | None:
-        """The oldest item, left in place; None when empty."""
-        return self._items[0] if self._items else None
-
-    def pop_if(self, item: T) -> bool:
-        """Remove the oldest item if it is ``item`` (it may have been evicted meanwhile)."""
-        if self._items and self._items[0] is item:
-            self._items.popleft()
-            return True
-        return False
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Any:
-        return iter(list(self._items))
 
 
 # --- subscriptions ----------------------------------------------------------------------------------------
@@ -284,6 +237,7 @@ class EventBus:
         reconnect_wait: float = 1.0,
         max_backoff: float = 10.0,
         drain_timeout: float = 5.0,
+        max_in_flight: int = 256,
     ) -> None:
         self.url = url
         self.name = name
@@ -293,6 +247,7 @@ class EventBus:
         self._reconnect_wait = reconnect_wait
         self._max_backoff = max_backoff
         self._drain_timeout = drain_timeout
+        self._max_in_flight = max(1, max_in_flight)
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._ready = asyncio.Event()  # connected and streams applied
@@ -461,33 +416,31 @@ class EventBus:
         jetstream: bool = True,
         msg_id: str | None = None,
     ) -> bool:
-        """Publish ``data`` with the current trace context; True if NATS accepted it now (JetStream: stored
-        and acked), False if it went to the outbox (or NATS is disabled).
+        """Queue ``data`` (with the current trace context) for delivery; True if queued, False if NATS is
+        disabled. Never waits for NATS, never raises because of it.
 
-        Ordering holds per bus: while the outbox is not empty, new messages queue behind it. ``msg_id``
-        (default: a random UUID) is the JetStream de-duplication id. Raises :class:`PublishRejected` when
-        JetStream refuses the message (e.g. no stream takes the subject after set-up).
+        The message goes into the bounded FIFO outbox (full: the oldest is dropped, counted and logged) and
+        the bus's delivery task sends it in order, JetStream messages acknowledged, retried with backoff
+        while NATS is unreachable. ``msg_id`` (default: a random UUID) is the JetStream de-duplication id.
+        A message JetStream refuses (4xx, e.g. no stream takes the subject) is dropped with an error log
+        and ``draflow_bus_dropped_total{reason="rejected"}``. Use :meth:`flush` to wait for delivery.
         """
         if not self.enabled:
             return False
         hdrs = inject_into_headers(headers)
         if jetstream:
             hdrs[MSG_ID_HEADER] = msg_id or hdrs.get(MSG_ID_HEADER) or uuid.uuid4().hex
-        msg = OutboxMessage(subject, data, hdrs, jetstream)
-        if self.connected and not len(self._outbox):
-            try:
-                await self._send(msg)
-            except _TRANSIENT as exc:
-                if _is_rejection(exc):
-                    raise _rejected(exc, subject) from exc  # type: ignore[arg-type]
-                log.warning(
-                    "publish failed, keeping in outbox", bus=self.name, subject=subject, error=repr(exc)
-                )
-            else:
-                PUBLISHED.labels(self.name).inc()
-                return True
-        self._keep(msg)
-        return False
+        self._keep(OutboxMessage(subject, data, hdrs, jetstream))
+        return True
+
+    async def flush(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
+        """Wait (at most ``timeout`` seconds) until every message published so far has been delivered or
+        dropped; return whether the outbox is empty."""
+        if not self.enabled:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._empty.wait(), timeout)
+        return not len(self._outbox)
 
     async def _send(self, msg: OutboxMessage) -> None:
         nc = self._nc
@@ -519,42 +472,53 @@ class EventBus:
         self._wake.set()
 
     async def _deliver_forever(self) -> None:
-        """Deliver the outbox head first, in order; back off while NATS refuses."""
+        """Deliver the outbox from its head, in order: up to ``max_in_flight`` messages are written in
+        order and their acks awaited together; each acked (or refused) one leaves the outbox, the others
+        are retried with backoff."""
         backoff = 0.1
         while True:
             await self._wake.wait()
-            msg = self._outbox.peek()
-            if msg is None:
+            batch = self._outbox.head(self._max_in_flight)
+            if not batch:
                 self._wake.clear()
                 self._empty.set()
                 continue
             await self._ready.wait()
-            try:
-                await self._send(msg)
-            except _TRANSIENT as exc:
-                if _is_rejection(exc):
-                    self._drop_rejected(msg, exc)
-                    continue
-                log.debug(
-                    "outbox delivery failed, retrying", bus=self.name, subject=msg.subject, error=repr(exc)
-                )
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, self._max_backoff)
-                continue
-            backoff = 0.1
-            self._outbox.pop_if(msg)
+            # Tasks start in creation order and each writes its message before its first suspension,
+            # so the messages reach the server in outbox order.
+            results = await asyncio.gather(*(self._send(m) for m in batch), return_exceptions=True)
+            failed: BaseException | None = None
+            for msg, result in zip(batch, results, strict=True):
+                if isinstance(result, asyncio.CancelledError):
+                    raise result
+                if result is None:
+                    self._delivered(msg)
+                elif isinstance(result, nats.js.errors.APIError) and _is_rejection(result):
+                    self._drop_rejected(msg, result)
+                elif isinstance(result, _TRANSIENT):
+                    failed = failed or result
+                else:
+                    raise result
             OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
+            if failed is None:
+                backoff = 0.1
+                continue
+            log.debug("outbox delivery failed, retrying", bus=self.name, error=repr(failed))
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._max_backoff)
+
+    def _delivered(self, msg: OutboxMessage) -> None:
+        if self._outbox.discard(msg):  # not there: evicted while in flight (already counted as dropped)
             PUBLISHED.labels(self.name).inc()
             DELIVERED.labels(self.name).inc()
-            if not len(self._outbox):
-                log.info("outbox delivered", bus=self.name)
 
-    def _drop_rejected(self, msg: OutboxMessage, exc: BaseException) -> None:
-        self._outbox.pop_if(msg)
-        OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
+    def _drop_rejected(self, msg: OutboxMessage, exc: nats.js.errors.APIError) -> None:
+        self._outbox.discard(msg)
         DROPPED.labels(self.name, "rejected").inc()
+        err = _rejected(exc, msg.subject)
         log.error(
-            "jetstream rejected outbox message, dropped", bus=self.name, subject=msg.subject, error=repr(exc)
+            "jetstream rejected outbox message, dropped",
+            bus=self.name, subject=msg.subject, code=err.code, err_code=err.err_code, error=str(err),
         )
 
     # -- JetStream set-up

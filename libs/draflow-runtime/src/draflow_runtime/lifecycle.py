@@ -318,9 +318,9 @@ async def publish_claim_event(
     """Publish a :class:`ClaimEvent` (``fields`` as :func:`build_claim_event`; ``service`` defaults to the
     bus name) on ``draflow.events.claim.<ns>.<name>.<kind>``.
 
-    True: stored by JetStream now; False: kept in the bus's outbox (delivered when NATS returns) or NATS
-    disabled. Never raises for an unreachable NATS; a JetStream rejection (no stream) raises
-    ``PublishRejected``. Idempotent: a repeat within the duplicate window is stored once.
+    True: queued in the bus's outbox, delivered in the background (:meth:`EventBus.flush` waits for it);
+    False: NATS disabled. Never waits for NATS and never raises for it. Idempotent: a repeat within the
+    duplicate window is stored once.
     """
     fields.setdefault("service", bus.name)
     event = build_claim_event(kind, claim, **fields)

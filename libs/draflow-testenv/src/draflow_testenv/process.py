@@ -109,6 +109,7 @@ class ManagedProcess:
             return None
         if proc.returncode is None:
             _signal_group(proc.pid, signal.SIGTERM)
+            _signal_group(proc.pid, signal.SIGCONT)  # a paused process handles SIGTERM once continued
             try:
                 await asyncio.wait_for(proc.wait(), grace)
             except TimeoutError:
@@ -117,6 +118,16 @@ class ManagedProcess:
         _signal_group(proc.pid, signal.SIGKILL)  # stragglers left in the group
         _LIVE.pop(proc.pid, None)
         return proc.returncode
+
+    def pause(self) -> None:
+        """SIGSTOP the process group: sockets stay open, nothing is answered (a stalled server)."""
+        if self._proc is not None and self._proc.returncode is None:
+            _signal_group(self._proc.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT the process group after :meth:`pause`."""
+        if self._proc is not None and self._proc.returncode is None:
+            _signal_group(self._proc.pid, signal.SIGCONT)
 
     async def kill(self) -> int | None:
         """SIGKILL the process group at once (a crash, for tests)."""

@@ -5,7 +5,8 @@ subjects ``draflow.events.claim.<namespace>.<name>.prepared|prepare_failed|unpre
 the devices the driver prepared (with their CDI IDs), the pod (prepare events) and the driver's error
 (``prepare_failed``). A prepare event is published inside the ``prepare pod`` span, which continues the
 claim's trace. Publishing never fails the caller: NATS is the nervous system, Kubernetes is the truth. The
-bus keeps events in a bounded outbox while NATS is unreachable; an exception here is logged and dropped.
+bus only queues events in a bounded outbox (delivered in the background), so a stalled NATS never delays
+a prepare; an exception here is logged and dropped.
 
 Consumed: ``draflow.events.claim.*.*.allocated`` (structured-allocator; JSON or the
 ``draflow.events.v1.ClaimEvent`` protobuf, both read by ``draflow_runtime.lifecycle.decode_payload``) on a

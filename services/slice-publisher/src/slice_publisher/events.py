@@ -62,8 +62,8 @@ async def pool_changed(
     *,
     node: str,
 ) -> bool:
-    """Announce one pool sync; True if JetStream stored it now. ``node`` is the node of a node-local
-    pool, "" for network-attached pools. Never raises."""
+    """Announce one pool sync; True if queued for NATS (never waits for it). ``node`` is the node of a
+    node-local pool, "" for network-attached pools. Never raises."""
     if bus is None or not bus.enabled:
         return False
     tainted, unhealthy = counts(plan.driver, devices)

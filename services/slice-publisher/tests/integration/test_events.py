@@ -58,8 +58,8 @@ async def test_every_pool_change_is_announced_in_the_shared_stream_with_its_sync
         h.dirs.set_gpus(8)
         await eventually(lambda: _pool(h, devices=8, unhealthy=1))
         await eventually(lambda: settled(pub))
-        await nc.flush()
-        await asyncio.sleep(0.3)  # core NATS delivery of the last event
+        assert await bus.flush(30)  # the bus delivers in the background
+        await eventually(lambda: asyncio.sleep(0, len(received) >= pub.stats.events), what="all events seen")
 
         # One event per sync that wrote, in order, counting exactly the writes.
         events = [lifecycle.decode(m) for m in received]
