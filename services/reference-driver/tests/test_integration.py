@@ -33,6 +33,7 @@ from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.kube import DEVICE_CLASSES, RESOURCE_CLAIMS
 from draflow_testenv.identity import ServiceIdentity
+from draflow_testenv.wait import eventually
 from reference_driver import cdi
 from reference_driver.fleet import Fleet
 from reference_driver.inventory import gpu_uuid
@@ -287,6 +288,45 @@ async def test_prepared_claims_survive_a_driver_restart(kube, make_namespace, de
         assert await second.v1().NodePrepareResources(request) == before
     finally:
         await second.close()
+
+
+async def test_a_device_prepared_for_one_claim_is_refused_to_another_unless_it_is_shareable(
+    driver, kube, make_namespace, device_class
+):
+    """The driver is the last line of defence (upstream's kubeletplugin contract): two claims naming the
+    same exclusive device, the second gets a per-claim error and the first stays prepared; unprepare of
+    the first frees the device; a device with allowMultipleAllocations serves both."""
+    ns = await make_namespace("rd")
+    first = await allocated_claim(kube, ns, device_class, driver.node_name, device="gpu-6")
+    second = await allocated_claim(kube, ns, device_class, driver.node_name, device="gpu-6")
+    uid1, uid2 = first["metadata"]["uid"], second["metadata"]["uid"]
+    response = await driver.v1().NodePrepareResources(
+        dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(first)]))
+    assert response.claims[uid1].error == ""
+    response = await driver.v1().NodePrepareResources(
+        dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(second), claim_ref(first)]))
+    error = response.claims[uid2].error
+    name1 = first["metadata"]["name"]
+    assert f"device {driver.node_name}/gpu-6 is already prepared for claim {ns}/{name1}" in error
+    assert "does not allow multiple allocations" in error
+    assert not response.claims[uid2].devices and not cdi_file(driver, uid2).exists()
+    assert response.claims[uid1].error == "" and cdi_file(driver, uid1).exists()
+    assert set(driver.node.state.prepared_claims) >= {uid1} and uid2 not in driver.node.state.prepared_claims
+
+    await driver.v1().NodeUnprepareResources(dra_v1.NodeUnprepareResourcesRequest(claims=[claim_ref(first)]))
+    response = await driver.v1().NodePrepareResources(
+        dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(second)]))
+    assert response.claims[uid2].error == ""
+
+    # The same node with the consumable profile: every GPU allows multiple allocations.
+    (driver.root / "inventory.json").write_text(json.dumps({"gpuCount": 8, "profile": "consumable"}))
+    gpu7 = (driver.node_name, "gpu-7")
+    await eventually(lambda: asyncio.sleep(0, driver.node.devices()[gpu7].allow_multiple_allocations),
+                     10, "the consumable inventory loaded")
+    shared = [await allocated_claim(kube, ns, device_class, driver.node_name, device="gpu-7") for _ in "ab"]
+    response = await driver.v1().NodePrepareResources(
+        dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(c) for c in shared]))
+    assert [response.claims[c["metadata"]["uid"]].error for c in shared] == ["", ""]
 
 
 # -- streams ----------------------------------------------------------------------------------------------

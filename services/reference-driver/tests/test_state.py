@@ -130,3 +130,30 @@ async def test_a_prepared_claim_stays_prepared_when_the_inventory_shrinks(tmp_pa
     assert await state.prepare(UID, obj, fewer) == first
     with pytest.raises(ClaimError, match="replaced"):
         await state.prepare(UID, claim(uid="someone-else"), fewer)
+
+
+OTHER = "99999999-2222-4333-8444-555555555555"
+
+
+@pytest.mark.parametrize(
+    ("profile", "refused"),
+    [("plain", True), ("consumable", False)],
+    ids=["exclusive-device-refused", "multi-allocation-device-shared"],
+)
+async def test_a_device_prepared_for_another_claim_is_refused_unless_it_allows_multiple_allocations(
+    tmp_path, profile, refused
+):
+    state = new_state(tmp_path)
+    devices = node_devices(profile)
+    await state.prepare(UID, claim(), devices)
+    second = claim(uid=OTHER)
+    second["metadata"]["name"] = "c2"
+    if refused:
+        with pytest.raises(ClaimError, match="device node-1/gpu-1 is already prepared for claim ns/c") as err:
+            await state.prepare(OTHER, second, devices)
+        assert err.value.claim_uid == OTHER
+        assert OTHER not in state.prepared_claims
+        assert not (tmp_path / "cdi" / cdi.spec_file_name(DRIVER, "gpu", OTHER)).exists()
+        await state.unprepare(UID)  # the device is free again
+    await state.prepare(OTHER, second, devices)
+    assert OTHER in state.prepared_claims

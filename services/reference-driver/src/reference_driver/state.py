@@ -8,7 +8,9 @@ Contract (the same as upstream's kubeletplugin):
 - prepare is idempotent: a claim already in the checkpoint returns the devices recorded there (its CDI
   file is rewritten if it went missing); the process that prepared it may have been another one;
 - unprepare of a claim the driver does not know succeeds;
-- each claim succeeds or fails on its own.
+- each claim succeeds or fails on its own;
+- the driver is the last line of defence: a device already prepared for another claim is refused
+  (that claim's error) unless the device allows multiple allocations (:func:`check_exclusive`).
 """
 
 from __future__ import annotations
@@ -121,6 +123,34 @@ def check_claim(
     return allocation, results
 
 
+def check_exclusive(
+    uid: str,
+    claim: PreparedClaim,
+    devices: Mapping[tuple[str, str], inv.Device],
+    prepared: Mapping[str, PreparedClaim],
+) -> None:
+    """Raise :class:`ClaimError` if a device of ``claim`` (UID ``uid``) is already prepared for another
+    claim in ``prepared`` and does not allow multiple allocations (``allowMultipleAllocations`` in
+    ``devices``, the node's inventory). Pure."""
+    holders: dict[tuple[str, str], tuple[str, PreparedClaim]] = {}
+    for other_uid, other in prepared.items():
+        if other_uid != uid:
+            for d in other.devices:
+                holders.setdefault((d.pool_name, d.device_name), (other_uid, other))
+    for d in claim.devices:
+        key = (d.pool_name, d.device_name)
+        device = devices.get(key)
+        if key not in holders or (device is not None and device.allow_multiple_allocations):
+            continue
+        other_uid, other = holders[key]
+        raise ClaimError(
+            f"claim {claim.namespace}/{claim.name}: device {d.pool_name}/{d.device_name} is already prepared "
+            f"for claim {other.namespace}/{other.name} (UID {other_uid}) and does not allow multiple "
+            "allocations",
+            claim_uid=uid,
+        )
+
+
 def _sharing_env(config: Any) -> dict[str, str]:
     return config.sharing.env() if config.sharing is not None else {}
 
@@ -156,6 +186,8 @@ class DeviceState:
             plan = plan_claim(
                 claim, uid=uid, identity=self.identity, node_name=self.node_name, devices=devices
             )
+            if existing is None:
+                check_exclusive(uid, plan.prepared, devices, self._checkpoint.prepared_claims)
             await asyncio.to_thread(self._write_spec, uid, plan.spec)
             if existing is not None:  # the CDI file went missing: put it back, keep the recorded devices
                 return existing.devices
