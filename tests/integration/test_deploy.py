@@ -448,7 +448,7 @@ GRANTS: dict[str, list[Grant]] = {
         ("create", "", "pods/binding", "cluster"),
         ("patch", "", "pods/status", "cluster"),
         *[(v, "resource.k8s.io", "resourceclaims", "cluster")
-          for v in ("get", "list", "watch", "update", "patch")],
+          for v in ("get", "list", "watch", "update", "patch", "create", "delete")],
         ("update", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("update", "resource.k8s.io", "resourceclaims/binding", "cluster"),
@@ -483,8 +483,7 @@ DENIED: dict[str, list[Grant]] = {
         ("get", "", "secrets", "cluster"), ("update", "coordination.k8s.io", "leases", "lease:other"),
     ],
     "structured-allocator": [
-        ("create", "resource.k8s.io", "resourceclaims", "cluster"),
-        ("delete", "resource.k8s.io", "resourceclaims", "cluster"), ("delete", "", "pods", "cluster"),
+        ("delete", "", "pods", "cluster"), ("update", "", "pods", "cluster"),
         ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
     ],

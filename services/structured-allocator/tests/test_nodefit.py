@@ -199,13 +199,15 @@ def test_scoring_only_preferences_are_not_refused(spec: dict[str, Any]) -> None:
     assert unsupported_reason(pod([ctr()], **spec)) is None
 
 
-@pytest.mark.parametrize(("requests", "needle"), [
-    ({"deviceclass.resource.kubernetes.io/gpu": "1"}, 'DeviceClass "gpu"'),
-    ({"example.com/gpu": "1"}, 'requests example.com/gpu of DeviceClass "gpu-class"'),
-])
-def test_dra_extended_resources_are_named_as_unsupported(requests: dict[str, str], needle: str) -> None:
-    p = pod([{"name": "c", "resources": {"requests": requests}}])
-    reason = unsupported_reason(p, {"example.com/gpu": "gpu-class"})
-    assert reason is not None and needle in reason and "extended resources backed by DRA" in reason
-    assert unsupported_reason(pod([{"name": "c", "resources": {"requests": {"other.com/x": "1"}}}]),
-                              {"example.com/gpu": "gpu-class"}) is None
+def test_dra_backed_extended_resources_are_left_to_dra_unless_the_node_advertises_them() -> None:
+    demand = PodDemand({"example.com/gpu": 2, "deviceclass.resource.kubernetes.io/gpu": 1})
+    dra = {"example.com/gpu", "deviceclass.resource.kubernetes.io/gpu"}
+    plain = node_allocatable({"status": {"allocatable": {"pods": "10"}}})
+    assert fit_reasons(plain, NodeTotals(), demand, dra) == []
+    assert sorted(fit_reasons(plain, NodeTotals(), demand)) == [
+        "Insufficient deviceclass.resource.kubernetes.io/gpu", "Insufficient example.com/gpu"]
+    # A device plugin advertises the name on this node: node fit counts it as any extended resource.
+    plugin = node_allocatable({"status": {"allocatable": {"pods": "10", "example.com/gpu": "1"}}})
+    assert fit_reasons(plugin, NodeTotals(), demand, dra) == ["Insufficient example.com/gpu"]
+    gpu_pod = pod([{"name": "c", "resources": {"requests": {"example.com/gpu": "1"}}}])
+    assert unsupported_reason(gpu_pod) is None

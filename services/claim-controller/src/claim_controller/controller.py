@@ -38,7 +38,14 @@ from .claims import sync_claim
 from .context import BY_CLAIM, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
 from .mutation_cache import MutationCache
-from .ownership import claim_uses, owner_pod_uid, owning_pod, pod_is_done, referenced_template_names
+from .ownership import (
+    claim_uses,
+    extended_claim_name,
+    owner_pod_uid,
+    owning_pod,
+    pod_is_done,
+    referenced_template_names,
+)
 from .pods import sync_pod
 from .settings import Settings
 
@@ -163,8 +170,8 @@ class Controller:
 
     def _on_pod(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         pod = new if new is not None else old
-        if pod is None or not (pod.get("spec") or {}).get("resourceClaims"):
-            return
+        if pod is None or not ((pod.get("spec") or {}).get("resourceClaims") or extended_claim_name(pod)):
+            return  # a pod with neither claims nor an extended resource claim (upstream the same)
         key = key_of(pod)
         if event == "delete":
             self.ctx.deleted_pods.add(pod["metadata"].get("uid", ""))

@@ -20,6 +20,7 @@ __all__ = [
     "PodClaim",
     "claim_uses",
     "controller_owner",
+    "extended_claim_name",
     "is_generated_for",
     "is_owned_by_pod",
     "owner_pod_uid",
@@ -136,3 +137,12 @@ def claim_uses(pod: Obj) -> Iterator[str]:
     namespace = (pod.get("metadata") or {}).get("namespace", "")
     for name in referenced_claim_names(pod):
         yield f"{namespace}/{name}"
+    extended = extended_claim_name(pod)
+    if extended:
+        yield f"{namespace}/{extended}"
+
+
+def extended_claim_name(pod: Obj) -> str | None:
+    """The special claim the scheduler made for the pod's extended resources backed by DRA
+    (``status.extendedResourceClaimStatus.resourceClaimName``), or None."""
+    return ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")

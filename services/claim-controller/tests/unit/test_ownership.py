@@ -7,6 +7,7 @@ import pytest
 from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from claim_controller.ownership import (
     PodClaim,
+    claim_uses,
     is_generated_for,
     owning_pod,
     pod_claims,
@@ -96,3 +97,11 @@ def test_pod_claims_resolve_through_the_status() -> None:
 )
 def test_pod_is_done(the_pod: dict, done: bool) -> None:
     assert pod_is_done(the_pod) is done
+
+
+def test_the_extended_resource_claim_of_a_pod_counts_as_one_it_uses() -> None:
+    p = pod(claims=[{"name": "gpu", "resourceClaimName": "shared"}])
+    assert list(claim_uses(p)) == ["ns/shared"]
+    p["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "p-extended-resources-x",
+                                                  "requestMappings": []}
+    assert list(claim_uses(p)) == ["ns/shared", "ns/p-extended-resources-x"]

@@ -18,7 +18,7 @@ node). A claim allocated meanwhile by someone else with different devices fails 
 did: the pod leaves ``reservedFor``; a claim that it allocated and that nobody else reserved is
 deallocated again (allocation and finalizer removed), so no device stays held by a pod that was
 never bound. :meth:`Binder.deallocate_unused` is PostFilter's write (no node fits: give back a claim
-nobody else uses).
+nobody else uses). The special claim of extended resources backed by DRA: :mod:`.extended_writes`.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from opentelemetry.context import Context
 from draflow_runtime.errors import ApiError, Conflict, DraflowError, NotFound, TransportError
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
+
+from .extres import ExtendedClaim
 
 __all__ = [
     "FINALIZER",
@@ -93,6 +95,8 @@ class PodPlan:
     claims: list[ClaimPlan]
     bind: bool = True  # False for pods already bound (NATS allocate requests)
     done: list[tuple[ClaimPlan, str]] = field(default_factory=list)  # (claim, "allocated"|"reserved")
+    extended: ExtendedClaim | None = None  # the special claim to create (extended resources)
+    created: list[ClaimPlan] = field(default_factory=list)  # claims this pipeline created
 
     @property
     def key(self) -> str:
@@ -305,7 +309,7 @@ class Binder:
                     if len(reserved) != len(status.get("reservedFor") or []):
                         await self.unreserve(cp, pod_uid)
                     return
-                await self._clear_allocation(claim)
+                await self.clear_allocation(claim)
                 log.info("claim deallocated after a failed placement", claim=cp.key)
                 return
             except Conflict:
@@ -333,14 +337,14 @@ class Binder:
                     any(r.get("uid") != pod_uid for r in status.get("reservedFor") or []):
                 return False
             try:
-                await self._clear_allocation(claim)
+                await self.clear_allocation(claim)
             except Conflict:
                 continue
             log.info("claim deallocated: no node fits the pod", claim=key)
             return True
         raise WriteFailed("too many conflicts deallocating", claim=key)
 
-    async def _clear_allocation(self, claim: Mapping[str, Any]) -> None:
+    async def clear_allocation(self, claim: Mapping[str, Any]) -> None:
         """Status PUT without allocation, reservedFor and devices (compare-and-swap on the
         resourceVersion of ``claim``; raises Conflict), then :meth:`_release_finalizer`."""
         status = dict(claim.get("status") or {})

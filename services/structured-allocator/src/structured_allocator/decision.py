@@ -53,13 +53,16 @@ from .core import (
     UnknownDeviceClassError,
 )
 from .explain_http import PodExplanation
+from .extres import ExtendedClaim, ExtendedDemand, class_mapping, dra_demand, find_extended_claim
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .postfilter import claim_to_deallocate
 from .scoring import Candidate, Scorer
 from .state import ClusterState, pod_claim_names
 
-__all__ = ["Decider", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error"]
+__all__ = [
+    "Decider", "ExtendedClaim", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error",
+]
 
 MAX_RESERVED_FOR = 256
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
@@ -76,6 +79,7 @@ class PlannedClaim:
 class Placement:
     node: str
     claims: list[PlannedClaim]
+    extended: ExtendedClaim | None = None
 
 
 @dataclass
@@ -90,6 +94,7 @@ class Unschedulable:
     claims: list[Mapping[str, Any]] = field(default_factory=list)  # claims that needed an allocation
     deallocate: Mapping[str, Any] | None = None  # PostFilter: allocated claim to give back
     budget_exhausted: bool = False  # a search ran out of its budget: retry with backoff
+    stale_extended: Mapping[str, Any] | None = None  # special claim of an earlier attempt: delete it
 
 
 Decision = Placement | Waiting | Unschedulable
@@ -181,9 +186,16 @@ class Decider:
         gates = (pod.get("spec") or {}).get("schedulingGates")
         if gates and not only_node:  # kube-scheduler's SchedulingGates: the API server reports it
             return Waiting("scheduling gates: " + ", ".join(g.get("name", "") for g in gates))
-        unsupported = None if only_node else unsupported_reason(pod, self._dra_extended())
+        unsupported = None if only_node else unsupported_reason(pod)
         if unsupported:
             return Unschedulable(PodExplanation(pod_key, [], waiting=unsupported))
+        extended = None if only_node else self._extended(pod)
+        if extended is not None and extended.stale is not None:
+            smeta = extended.stale["metadata"]
+            return Unschedulable(PodExplanation(
+                pod_key, [], waiting=f'ResourceClaim "{smeta["namespace"]}/{smeta["name"]}" for the '
+                "pod's extended resources is left from an earlier attempt; deleting it"),
+                stale_extended=extended.stale)
         resolved = self._resolve(pod)
         if not isinstance(resolved, list):
             return resolved
@@ -222,7 +234,7 @@ class Decider:
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
         try:
-            best = await self._search(pod, to_allocate, fixed, explanation, only_node, cancelled)
+            best = await self._search(pod, to_allocate, fixed, explanation, only_node, cancelled, extended)
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
@@ -230,17 +242,23 @@ class Decider:
             return Unschedulable(explanation, to_allocate,
                                  deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)),
                                  budget_exhausted=explanation.budget_exhausted)
-        new = [PlannedClaim(c, a, True) for c, a in zip(to_allocate, best.allocations, strict=True)]
-        return Placement(best.node["metadata"]["name"], allocated + new)
+        node_name = best.node["metadata"]["name"]
+        ext = extended.for_node(best.node, self.state.usage.allocatable(best.node).resources) \
+            if extended is not None else None
+        if ext is not None:
+            ext.allocation = best.allocations[-1]
+        new = [PlannedClaim(c, a, True)
+               for c, a in zip(to_allocate, best.allocations[:len(to_allocate)], strict=True)]
+        return Placement(node_name, allocated + new, ext)
 
-    def _dra_extended(self) -> dict[str, str]:
-        """extendedResourceName -> DeviceClass (DRAExtendedResource, GA in 1.37)."""
-        out: dict[str, str] = {}
-        for name, cls in self.state.classes_by_name().items():
-            resource = (cls.get("spec") or {}).get("extendedResourceName")
-            if resource:
-                out[resource] = name
-        return out
+    def _extended(self, pod: Mapping[str, Any]) -> ExtendedDemand | None:
+        """The pod's requests of extended resources a DeviceClass maps (DRAExtendedResource, GA in
+        1.37), or None."""
+        mapping = class_mapping(self.state.classes_by_name())
+        demand = dra_demand(pod_demand(pod).requests, mapping)
+        if not demand:
+            return None
+        return ExtendedDemand(pod, mapping, demand, find_extended_claim(pod, self.state.claims.list()))
 
     def _allocator(self) -> Allocator:
         state = self.state
@@ -264,9 +282,11 @@ class Decider:
 
     async def _search(self, pod: Mapping[str, Any], to_allocate: list[Mapping[str, Any]],
                       fixed: list[Any], explanation: PodExplanation, only_node: str | None,
-                      cancelled: Callable[[], bool] | None) -> Candidate | None:
+                      cancelled: Callable[[], bool] | None,
+                      extended: ExtendedDemand | None = None) -> Candidate | None:
         state = self.state
-        allocator = self._allocator() if to_allocate else None
+        allocator = self._allocator() if to_allocate or extended else None
+        dra_names = extended.mapping if extended else ()
         deadline = self.monotonic() + self.filter_timeout if self.filter_timeout else None
         budget = self._budget(deadline, cancelled)
         last_yield = time.perf_counter()
@@ -292,16 +312,21 @@ class Decider:
             if reason:
                 explanation.node_reasons[reason] += 1
                 continue
-            if not only_node and self._does_not_fit(node, demand, explanation):
+            if not only_node and self._does_not_fit(node, demand, explanation, dra_names):
                 continue
             free, total, shared = self._free_devices(name)
-            if allocator is None:
+            claims, node_needed = to_allocate, needed
+            ext = extended.for_node(node, state.usage.allocatable(node).resources) if extended else None
+            if ext is not None:
+                claims = [*to_allocate, ext.claim]
+                node_needed = None if needed is None else needed + (_min_devices(ext.claim) or 0)
+            if allocator is None or not claims:
                 feasible.append(Candidate(node, [], free, total))
-            elif needed is not None and not shared and free < needed:
+            elif node_needed is not None and not shared and free < node_needed:
                 skipped.append((free, node))
             else:
                 try:
-                    outcome = allocator.allocate(node, to_allocate, budget=budget)
+                    outcome = allocator.allocate(node, claims, budget=budget)
                 except SearchBudgetExhausted as exc:
                     if self._exhausted(exc, explanation):
                         break
@@ -331,8 +356,11 @@ class Decider:
             # Explain with the device funnel of the skipped node that had the most free devices.
             explanation.no_fit += len(skipped) - 1
             most_free, best_node = max(skipped, key=lambda s: s[0])
+            ext = extended.for_node(best_node, state.usage.allocatable(best_node).resources) \
+                if extended else None
             try:
-                outcome = allocator.allocate(best_node, to_allocate, budget=budget)
+                outcome = allocator.allocate(best_node, [*to_allocate, *([ext.claim] if ext else [])],
+                                             budget=budget)
             except SearchBudgetExhausted as exc:
                 self._exhausted(exc, explanation)
                 return None
@@ -342,9 +370,9 @@ class Decider:
         return None
 
     def _does_not_fit(self, node: Mapping[str, Any], demand: PodDemand,
-                      explanation: PodExplanation) -> bool:
+                      explanation: PodExplanation, dra_names: Mapping[str, str] | tuple[()] = ()) -> bool:
         """NodeResourcesFit + NodePorts; every reason is counted, as kube-scheduler does."""
-        reasons = self.state.usage.fit_reasons(node, demand)
+        reasons = self.state.usage.fit_reasons(node, demand, dra_names)
         for reason in reasons:
             explanation.node_reasons[reason] += 1
         return bool(reasons)
@@ -364,3 +392,4 @@ class Decider:
                 if d.id not in in_use:
                     free += 1
         return free, total, shared
+

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -277,15 +277,20 @@ def _port_conflict(want: Iterable[HostPort], used: Counter[HostPort]) -> bool:
     return False
 
 
-def fit_reasons(allocatable: Allocatable, used: NodeTotals, demand: PodDemand) -> list[str]:
+def fit_reasons(allocatable: Allocatable, used: NodeTotals, demand: PodDemand,
+                dra_names: Container[str] = ()) -> list[str]:
     """Every reason ``demand`` does not fit a node with ``allocatable`` of which ``used`` is taken
-    (empty: it fits). Upstream ``fitsRequest`` + NodePorts."""
+    (empty: it fits). Upstream ``fitsRequest`` + NodePorts. ``dra_names``: extended resources a
+    DeviceClass maps; the node serves them through DRA unless it advertises them (upstream
+    ``shouldDelegateResourceToDRA``), then they are the allocator's to count, not node fit's."""
     reasons: list[str] = []
     if used.pods + 1 > allocatable.pods:
         reasons.append(TOO_MANY_PODS)
     requests = demand.requests
     for name in sorted(requests, key=lambda n: (n not in (CPU, MEMORY, EPHEMERAL_STORAGE), n)):
         want = requests[name]
+        if name in dra_names and allocatable.resources.get(name, 0) <= 0:
+            continue
         if want > 0 and want > allocatable.resources.get(name, 0) - used.requested.get(name, 0):
             reasons.append(f"Insufficient {name}")
     if demand.ports and _port_conflict(demand.ports, used.ports):
@@ -358,6 +363,7 @@ class NodeUsage:
     def forget_node(self, name: str) -> None:
         self._allocatable.pop(name, None)
 
-    def fit_reasons(self, node: Mapping[str, Any], demand: PodDemand) -> list[str]:
+    def fit_reasons(self, node: Mapping[str, Any], demand: PodDemand,
+                    dra_names: Container[str] = ()) -> list[str]:
         name = (node.get("metadata") or {}).get("name", "")
-        return fit_reasons(self.allocatable(node), self.totals(name), demand)
+        return fit_reasons(self.allocatable(node), self.totals(name), demand, dra_names)

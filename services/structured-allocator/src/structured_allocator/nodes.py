@@ -91,24 +91,12 @@ def claim_selector_reason(node: Mapping[str, Any], allocations: Iterable[Mapping
     return None
 
 
-DRA_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
-
-
-def unsupported_reason(pod: Mapping[str, Any], dra_extended: Mapping[str, str] | None = None) -> str | None:
+def unsupported_reason(pod: Mapping[str, Any]) -> str | None:
     """Why draflow cannot schedule ``pod`` correctly, or None: it would need a kube-scheduler filter that
     draflow does not implement (InterPodAffinity, PodTopologySpread with DoNotSchedule, the volume
-    plugins, DRA extended resources: ``dra_extended`` maps a DeviceClass's ``extendedResourceName`` to
-    the class). Preferred affinity and ``ScheduleAnyway`` spread only score in kube-scheduler and are
-    ignored here."""
+    plugins). Preferred affinity and ``ScheduleAnyway`` spread only score in kube-scheduler and are
+    ignored here. Extended resources backed by DRA are served (:mod:`.extres`)."""
     spec = pod.get("spec") or {}
-    for container in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
-        for name in ((container.get("resources") or {}).get("requests") or {}):
-            if name.startswith(DRA_EXTENDED_PREFIX) or name in (dra_extended or {}):
-                cls = name[len(DRA_EXTENDED_PREFIX):] if name.startswith(DRA_EXTENDED_PREFIX) else \
-                    (dra_extended or {})[name]
-                return (f'draflow does not support extended resources backed by DRA (container '
-                        f'"{container.get("name", "")}" requests {name} of DeviceClass "{cls}"); '
-                        "use a ResourceClaim or schedule this pod with kube-scheduler")
     affinity = spec.get("affinity") or {}
     for kind, what in (("podAffinity", "inter-pod affinity"), ("podAntiAffinity", "inter-pod anti-affinity")):
         if (affinity.get(kind) or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):

@@ -43,6 +43,7 @@ from draflow_runtime.reconcile import Done, RequeueAfter, Runner
 from draflow_runtime.tracing import context_from_annotations
 from draflow_runtime.workqueue import WorkQueue, registered_collector
 
+from . import extended_writes as xw
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
 from .decision import Decider, Unschedulable, Waiting
@@ -226,7 +227,7 @@ class Scheduler:
                 ClaimPlan(p.claim, p.allocation, p.reserve,
                           self._claim_context(p.claim, span, decision.node, p.allocation))
                 for p in decision.claims
-            ])
+            ], extended=decision.extended)
             self.start_pipeline(plan)
             return Done()
 
@@ -238,6 +239,7 @@ class Scheduler:
                 self.state.assume.assume(cp.uid, cp.key, cp.allocation, plan.key)
             if cp.reserve:
                 self.state.assume.reserve(cp.uid, plan.uid)
+        xw.assume_extended(self.state.assume, plan)
         if plan.bind:
             self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(plan.pod)))
         self.in_flight[plan.key] = plan
@@ -278,6 +280,9 @@ class Scheduler:
         self._spawn(self.reporter.unschedulable(pod, message, decision.claims, contexts), f"report-{key}")
         if decision.deallocate is not None:
             self._post_filter(pod, decision.deallocate)
+        if decision.stale_extended is not None:
+            self._spawn(xw.delete_stale(self.binder, decision.stale_extended, lambda: self.queue.add(key)),
+                        f"delete-stale-{key}")
         if decision.explanation.error:
             return Done()  # broken input: retried when a class, claim or slice changes, not on a timer
         if decision.budget_exhausted:
@@ -327,7 +332,11 @@ class Scheduler:
         key = plan.key
         try:
             async with self.binder.shared_claim_turn(plan), self.write_slots:
+                if plan.extended is not None:
+                    xw.move_assumption(self.state.assume, plan, await xw.create_extended(self.binder, plan))
                 await self.binder.write_claims(plan, lambda cp: self._claim_written(plan, cp))
+                for cp in plan.created:  # upstream PreBind: before the binding
+                    await xw.record_extended(self.binder, plan, cp.claim["metadata"]["name"])
             # Pods already bound (NATS allocate requests) have no binding to hold back.
             waiting = self.binding.pending(plan.claims) if plan.bind else []
             if waiting:
@@ -348,7 +357,9 @@ class Scheduler:
                         retry_in=delay)
             try:
                 await self.binder.undo(plan)
+                await xw.undo_created(self.binder, plan)
             finally:
+                xw.release_extended(self.state.assume, plan)
                 for cp in plan.claims:
                     if cp.allocation is not None:
                         self.state.assume.release(cp.uid)

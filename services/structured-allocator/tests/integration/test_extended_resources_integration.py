@@ -1,0 +1,110 @@
+"""Extended resources backed by DRA on the real API server, the allocator as the admin and with only its
+RBAC: a node that advertises the name (a device plugin) serves it by node fit, any other node through
+the special ResourceClaim the allocator creates, allocates, reserves and records in
+``pod.status.extendedResourceClaimStatus`` before binding; a special claim left from an earlier attempt
+is deleted and the pod placed afresh."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sa_kit import Kit, devices_of, eventually
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS
+
+pytestmark = pytest.mark.integration
+
+ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+async def _extended_class(kit: Kit) -> str:
+    resource = f"{kit.suffix}.draflow.example/gpu"
+    await kit.kube.create(DEVICE_CLASSES, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": kit.device_class},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{kit.driver}"'}}],
+                 "extendedResourceName": resource}})
+    kit.cluster_objects.append((DEVICE_CLASSES, kit.device_class))
+    return resource
+
+
+async def _pod(kit: Kit, name: str, pin: str, limits: dict[str, str]) -> dict[str, Any]:
+    return await kit.kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"schedulerName": kit.scheduler_name, "nodeSelector": {"pin": pin},
+                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                 "resources": {"limits": limits}}]}}, kit.namespace)
+
+
+async def _special_claims(kit: Kit, pod_uid: str) -> list[dict[str, Any]]:
+    items = (await kit.kube.list(RESOURCE_CLAIMS, kit.namespace)).get("items") or []
+    return [c for c in items if (c["metadata"].get("annotations") or {}).get(ANNOTATION) == "true"
+            and any(o["uid"] == pod_uid for o in c["metadata"].get("ownerReferences") or [])]
+
+
+async def test_dra_serves_extended_resources_where_no_device_plugin_does(kit: Kit) -> None:
+    resource = await _extended_class(kit)
+    plugin = await kit.node("plugin", labels={"pin": "plugin"},
+                            allocatable={"pods": "10", "cpu": "8", "memory": "8Gi", resource: "4"})
+    dra = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(dra, 3)
+    await kit.start()
+
+    by_plugin = await _pod(kit, "by-plugin", "plugin", {resource: "2"})
+    assert await kit.wait_bound("by-plugin") == plugin
+    pod = await kit.kube.get(PODS, "by-plugin", kit.namespace)
+    assert "extendedResourceClaimStatus" not in pod["status"]
+    assert await _special_claims(kit, by_plugin["metadata"]["uid"]) == []
+
+    by_dra = await _pod(kit, "by-dra", "dra", {resource: "2"})
+    assert await kit.wait_bound("by-dra") == dra
+    pod = await kit.kube.get(PODS, "by-dra", kit.namespace)
+    status = pod["status"]["extendedResourceClaimStatus"]
+    assert status["requestMappings"] == [
+        {"containerName": "main", "resourceName": resource, "requestName": "container-0-request-0"}]
+    (claim,) = await _special_claims(kit, by_dra["metadata"]["uid"])
+    assert claim["metadata"]["name"] == status["resourceClaimName"]
+    assert claim["metadata"]["name"].startswith("by-dra-extended-resources-")
+    assert "resource.kubernetes.io/delete-protection" in claim["metadata"]["finalizers"]
+    assert len(devices_of(claim)) == 2
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [by_dra["metadata"]["uid"]]
+
+    # Only one device is left on the DRA node: the allocator counts it, node fit does not refuse it.
+    await _pod(kit, "too-many", "dra", {resource: "2"})
+    message = await kit.wait_condition("too-many")
+    assert "Insufficient" not in message and "\"<extended-resources>\"" in message, message
+
+
+async def test_a_special_claim_left_from_an_earlier_attempt_is_deleted_and_the_pod_placed_afresh(
+    kit: Kit,
+) -> None:
+    resource = await _extended_class(kit)
+    node = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(node, 2)
+    pod = await _pod(kit, "retried", "dra", {f"deviceclass.resource.kubernetes.io/{kit.device_class}": "1"})
+    uid = pod["metadata"]["uid"]
+    # What a crash after creating the claim leaves behind (its requests need not fit any more).
+    stale = await kit.kube.create(RESOURCE_CLAIMS, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"generateName": "retried-extended-resources-", "annotations": {ANNOTATION: "true"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "retried", "uid": uid,
+                                          "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "container-0-request-0", "exactly": {
+            "deviceClassName": kit.device_class, "count": 5}}]}}}, kit.namespace)
+    assert resource  # the explicit name exists too; the pod uses the implicit one
+    await kit.start()
+
+    assert await kit.wait_bound("retried", timeout=60) == node
+
+    async def stale_gone() -> bool:
+        try:
+            await kit.kube.get(RESOURCE_CLAIMS, stale["metadata"]["name"], kit.namespace)
+        except NotFound:
+            return True
+        return False
+
+    await eventually(stale_gone, what="the stale claim deleted")
+    (claim,) = await _special_claims(kit, uid)
+    assert claim["metadata"]["name"] != stale["metadata"]["name"]
+    assert len(devices_of(claim)) == 1
