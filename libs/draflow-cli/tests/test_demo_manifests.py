@@ -34,7 +34,7 @@ def test_the_demo_covers_every_feature_it_promises() -> None:
     objs = demo_objects()
     pods = [o for o in objs if o["kind"] == "Pod"]
     assert pods and all(p["spec"]["schedulerName"] == "draflow" for p in pods)
-    claim_refs = [c for p in pods for c in p["spec"]["resourceClaims"]]
+    claim_refs = [c for p in pods for c in p["spec"].get("resourceClaims", [])]
     assert any("resourceClaimTemplateName" in c for c in claim_refs)
     shared = [c["resourceClaimName"] for c in claim_refs if c.get("resourceClaimName") == "shared-gpu"]
     assert len(shared) >= 2
@@ -43,6 +43,12 @@ def test_the_demo_covers_every_feature_it_promises() -> None:
     assert {o["metadata"]["name"] for o in objs if o["kind"] == "DeviceClass"} >= {
         "gpu.draflow.example", "gpu-large.draflow.example", "gpu-partition.draflow.example"
     }
+    legacy = [p for p in pods if "gpu.draflow.example/gpu" in p["spec"]["containers"][0]["resources"].get(
+        "limits", {})]
+    assert legacy and not legacy[0]["spec"].get("resourceClaims")  # extended resources backed by DRA
+    (gpu_class,) = [o for o in objs
+                    if o["kind"] == "DeviceClass" and o["metadata"]["name"] == "gpu.draflow.example"]
+    assert gpu_class["spec"]["extendedResourceName"] == "gpu.draflow.example/gpu"
     (too_big,) = [o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "too-big"]
     assert too_big["spec"]["devices"]["requests"][0]["exactly"]["count"] > 8  # nodes have 8 GPUs
 

@@ -64,7 +64,7 @@ def test_the_demo_loads_in_kustomization_order() -> None:
     kinds = [o["kind"] for o in demo_objects()]
     assert kinds[:2] == ["Namespace", "ServiceAccount"]
     assert kinds.index("DeviceClass") < kinds.index("ResourceClaimTemplate") < kinds.index("Pod")
-    assert kinds.count("Pod") == 15
+    assert kinds.count("Pod") == 16
 
 
 @pytest.mark.integration
@@ -96,11 +96,15 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
             claims = (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE))["items"]
             shared = next(c for c in claims if c["metadata"]["name"] == "shared-gpu")
             assert len(shared["status"]["reservedFor"]) == 3
+            legacy = next(p for p in pods if p["metadata"]["name"] == "legacy-gpus")
+            extended = legacy["status"]["extendedResourceClaimStatus"]["resourceClaimName"]
+            (claim,) = [c for c in claims if c["metadata"]["name"] == extended]
+            assert len(claim["status"]["allocation"]["devices"]["results"]) == 2
             names = [c["metadata"]["name"] for c in claims]
             generated = next(n for n in names if n.startswith("trainer-"))
         finally:
             await kube.close()
-        assert "14/14 runnable pods Running" in out
+        assert "15/15 runnable pods Running" in out
         assert "12 needed" in out, "the explanation of the claim that cannot fit is shown"
         assert f"{env.jaeger_query_url}/trace/" in out
         nc = await nats.connect(env.nats_url)

@@ -221,7 +221,8 @@ def _claim_names(pod: Mapping[str, Any]) -> list[str]:
         name = c.get("resourceClaimName") or generated.get(c["name"])
         if name:
             out.append(name)
-    return out
+    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    return [*out, extended] if extended else out
 
 
 async def run_demo(
