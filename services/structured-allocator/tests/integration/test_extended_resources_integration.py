@@ -6,6 +6,7 @@ is deleted and the pod placed afresh."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from sa_kit import Kit, devices_of, eventually
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS
+from structured_allocator.binder import Hooks, PodPlan
 
 pytestmark = pytest.mark.integration
 
@@ -108,3 +110,60 @@ async def test_a_special_claim_left_from_an_earlier_attempt_is_deleted_and_the_p
     (claim,) = await _special_claims(kit, uid)
     assert claim["metadata"]["name"] != stale["metadata"]["name"]
     assert len(devices_of(claim)) == 1
+
+
+async def _gone(kit: Kit, name: str) -> bool:
+    try:
+        await kit.kube.get(RESOURCE_CLAIMS, name, kit.namespace)
+    except NotFound:
+        return True
+    return False
+
+
+async def test_a_failed_placement_deletes_the_claim_it_created_and_the_retry_makes_a_new_one(
+    kit: Kit,
+) -> None:
+    resource = await _extended_class(kit)
+    node = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(node, 2)
+    created: list[str] = []
+
+    async def fail_once(plan: PodPlan) -> None:
+        if not created:
+            created.extend(cp.key.partition("/")[2] for cp in plan.created)
+            raise RuntimeError("injected failure before the binding")
+
+    await kit.start(hooks=Hooks(after_status_write=fail_once))
+    pod = await _pod(kit, "flaky", "dra", {resource: "2"})
+    assert await kit.wait_bound("flaky", timeout=60) == node
+    assert len(created) == 1
+    await eventually(lambda: _gone(kit, created[0]), what="the claim of the failed placement deleted")
+    (claim,) = await _special_claims(kit, pod["metadata"]["uid"])
+    assert claim["metadata"]["name"] != created[0] and len(devices_of(claim)) == 2  # both devices again
+    status = (await kit.kube.get(PODS, "flaky", kit.namespace))["status"]["extendedResourceClaimStatus"]
+    assert status["resourceClaimName"] == claim["metadata"]["name"]
+
+
+async def test_a_crash_after_the_claim_was_written_leaves_no_device_held_twice(kit: Kit) -> None:
+    resource = await _extended_class(kit)
+    node = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(node, 2)
+    crashed = asyncio.Event()
+
+    async def crash(plan: PodPlan) -> None:
+        crashed.set()
+        kit.task_of(first).cancel()  # the whole allocator dies after the status write, before binding
+        await asyncio.sleep(3600)
+
+    first = await kit.start(hooks=Hooks(after_status_write=crash))
+    pod = await _pod(kit, "p0", "dra", {resource: "2"})
+    await asyncio.wait_for(crashed.wait(), 30)
+    await kit.stop(first)
+    (left,) = await _special_claims(kit, pod["metadata"]["uid"])
+    assert len(devices_of(left)) == 2  # allocated before the crash: both devices of the node
+
+    await kit.start()
+    assert await kit.wait_bound("p0", timeout=60) == node
+    await eventually(lambda: _gone(kit, left["metadata"]["name"]), what="the leftover claim deleted")
+    (claim,) = await _special_claims(kit, pod["metadata"]["uid"])
+    assert sorted(devices_of(claim)) == sorted(devices_of(left))
