@@ -448,7 +448,7 @@ GRANTS: dict[str, list[Grant]] = {
         ("create", "", "pods/binding", "cluster"),
         ("patch", "", "pods/status", "cluster"),
         *[(v, "resource.k8s.io", "resourceclaims", "cluster")
-          for v in ("get", "list", "watch", "update", "patch", "create", "delete")],
+          for v in ("get", "list", "watch", "patch", "create", "delete")],
         ("update", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("update", "resource.k8s.io", "resourceclaims/binding", "cluster"),
@@ -462,7 +462,7 @@ GRANTS: dict[str, list[Grant]] = {
     ],
     "slice-publisher": [
         *[(v, "resource.k8s.io", "resourceslices", "cluster")
-          for v in ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection")],
+          for v in ("get", "list", "watch", "create", "update", "delete")],
         *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
     ],
     "kubelet-dra-shim": [
@@ -472,7 +472,6 @@ GRANTS: dict[str, list[Grant]] = {
     ],
     "reference-driver": [
         ("get", "resource.k8s.io", "resourceclaims", "cluster"),
-        ("list", "resource.k8s.io", "resourceclaims", "cluster"),
     ],
 }
 # Verbs a service must not have: each is a plausible mistake (a wider wildcard, a neighbour's job).
@@ -486,10 +485,13 @@ DENIED: dict[str, list[Grant]] = {
         ("delete", "", "pods", "cluster"), ("update", "", "pods", "cluster"),
         ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
+        ("update", "resource.k8s.io", "resourceclaims", "cluster"),  # only patched; status is PUT
     ],
     "slice-publisher": [
         ("get", "", "pods", "cluster"), ("update", "resource.k8s.io", "resourceclaims", "cluster"),
         ("create", "", "nodes", "cluster"), ("get", "", "secrets", "cluster"),
+        ("patch", "resource.k8s.io", "resourceslices", "cluster"),  # PUT only
+        ("deletecollection", "resource.k8s.io", "resourceslices", "cluster"),  # one DELETE at a time
     ],
     "kubelet-dra-shim": [
         ("create", "", "nodes", "cluster"), ("delete", "", "pods", "cluster"),
@@ -503,7 +505,7 @@ DENIED: dict[str, list[Grant]] = {
         ("watch", "resource.k8s.io", "resourceclaims", "cluster"),
         ("update", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "pods", "cluster"),
-        ("get", "", "secrets", "cluster"),
+        ("get", "", "secrets", "cluster"), ("list", "resource.k8s.io", "resourceclaims", "cluster"),
     ],
 }
 # sim-fleet: the union of the node agents plus the simulated kubelet (Node, node Lease, pod lifecycle).
