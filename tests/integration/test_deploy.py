@@ -623,6 +623,11 @@ async def test_service_account_gets_exactly_what_the_service_needs(
                 g for svc in NODE_AGENTS for rows in readme_grants(svc).values() for g in rows
             ]
         missing = [g for g in wanted if not await can(kube, ns, sa, g)]
+        deadline = asyncio.get_running_loop().time() + 10
+        while missing and asyncio.get_running_loop().time() < deadline:
+            # The RBAC authorizer reads roles from an informer: a fresh grant may take a moment to count.
+            await asyncio.sleep(0.2)
+            missing = [g for g in missing if not await can(kube, ns, sa, g)]
         excess = [g for g in DENIED[sa] if await can(kube, ns, sa, g)]
         assert (missing, excess) == ([], [])
     finally:
