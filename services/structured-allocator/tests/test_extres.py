@@ -9,9 +9,12 @@ import pytest
 
 from structured_allocator.extres import (
     ANNOTATION,
+    EXTENDED_BY_POD,
     claim_body,
     class_mapping,
     dra_demand,
+    extended_claim_owner,
+    extended_demand,
     find_extended_claim,
     requests_and_mappings,
     served_by_dra,
@@ -125,3 +128,27 @@ def test_status_patch_records_name_and_mappings(name: str) -> None:
     assert patch["metadata"] == {"uid": "pod-uid"}
     assert patch["status"]["extendedResourceClaimStatus"] == {"requestMappings": maps,
                                                               "resourceClaimName": name}
+
+
+def test_the_claims_index_finds_a_special_claim_of_an_earlier_attempt_by_pod_uid() -> None:
+    p = pod([ctr("c", {GPU: "1"})])
+    made = claim_body(p, [], name="p-extended-resources-x")
+    assert extended_claim_owner(made) == ["pod-uid"]
+    assert extended_claim_owner({"metadata": {"ownerReferences": made["metadata"]["ownerReferences"]}}) == []
+    index = {"pod-uid": [made]}
+
+    def by_index(name: str, value: str) -> list[dict[str, Any]]:
+        assert name == EXTENDED_BY_POD
+        return index.get(value, [])
+
+    classes = {"gpu": cls("gpu", GPU)}
+    demand = extended_demand(p, pod_demand(p).requests, classes, by_index)
+    assert demand is not None and demand.demand == {GPU: 1} and demand.stale is made
+    index.clear()
+    demand = extended_demand(p, pod_demand(p).requests, classes, by_index)
+    assert demand is not None and demand.stale is None
+    ext = demand.for_node({}, {})
+    assert ext is not None and ext.claim["metadata"]["name"] == "<extended-resources>"
+    assert demand.for_node({}, {GPU: 4}) is None  # a device plugin serves it on that node
+    plain = pod([ctr("c", {"cpu": "1"})])
+    assert extended_demand(plain, pod_demand(plain).requests, classes, by_index) is None

@@ -53,7 +53,7 @@ from .core import (
     UnknownDeviceClassError,
 )
 from .explain_http import PodExplanation
-from .extres import ExtendedClaim, ExtendedDemand, class_mapping, dra_demand, find_extended_claim
+from .extres import ExtendedClaim, ExtendedDemand, extended_demand
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .postfilter import claim_to_deallocate
@@ -254,11 +254,8 @@ class Decider:
     def _extended(self, pod: Mapping[str, Any]) -> ExtendedDemand | None:
         """The pod's requests of extended resources a DeviceClass maps (DRAExtendedResource, GA in
         1.37), or None."""
-        mapping = class_mapping(self.state.classes_by_name())
-        demand = dra_demand(pod_demand(pod).requests, mapping)
-        if not demand:
-            return None
-        return ExtendedDemand(pod, mapping, demand, find_extended_claim(pod, self.state.claims.list()))
+        return extended_demand(pod, pod_demand(pod).requests, self.state.classes_by_name(),
+                               lambda index, value: self.state.claims.by_index(index, value))
 
     def _allocator(self) -> Allocator:
         state = self.state

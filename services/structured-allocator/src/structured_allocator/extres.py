@@ -28,7 +28,7 @@ long-lived containers that come after them and share the largest of their own ex
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -38,12 +38,15 @@ from .core.quantity import QuantityError, parse_quantity
 __all__ = [
     "ANNOTATION",
     "DEVICE_CLASS_PREFIX",
+    "EXTENDED_BY_POD",
     "IN_MEMORY_NAME",
     "ExtendedClaim",
     "ExtendedDemand",
     "claim_body",
     "class_mapping",
     "dra_demand",
+    "extended_claim_owner",
+    "extended_demand",
     "find_extended_claim",
     "requests_and_mappings",
     "served_by_dra",
@@ -191,6 +194,19 @@ def claim_body(pod: Obj, requests: list[dict[str, Any]], *, name: str = "", uid:
             "spec": {"devices": {"requests": requests}}}
 
 
+#: Index of the claims informer: pod UID -> its special claims (:func:`extended_claim_owner`).
+EXTENDED_BY_POD = "extendedByPod"
+
+
+def extended_claim_owner(claim: Obj) -> list[str]:
+    """Index function: ``[pod uid]`` for a special claim (annotation + controller pod), else ``[]``."""
+    cmeta = claim.get("metadata") or {}
+    if (cmeta.get("annotations") or {}).get(ANNOTATION) != "true":
+        return []
+    return [str(ref.get("uid")) for ref in cmeta.get("ownerReferences") or ()
+            if ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid")]
+
+
 def find_extended_claim(pod: Obj, claims: Iterable[Obj]) -> Obj | None:
     """The special claim made for this pod incarnation (annotation + controller owner), or None."""
     meta = pod["metadata"]
@@ -244,3 +260,15 @@ class ExtendedDemand:
             claim = claim_body(self.pod, requests, name=IN_MEMORY_NAME, uid=self._uid)
             ext = self._by_names[names] = ExtendedClaim(claim, mappings)
         return ext
+
+
+def extended_demand(pod: Obj, pod_requests: Mapping[str, int], classes: Mapping[str, Obj],
+                    by_index: Callable[[str, str], list[dict[str, Any]]]) -> ExtendedDemand | None:
+    """The pod's demand of extended resources a DeviceClass maps, or None. ``by_index``: the claims
+    informer's look-up (index :data:`EXTENDED_BY_POD`), to find a special claim of an earlier attempt."""
+    mapping = class_mapping(classes)
+    demand = dra_demand(pod_requests, mapping)
+    if not demand:
+        return None
+    stale = find_extended_claim(pod, by_index(EXTENDED_BY_POD, str(pod["metadata"].get("uid"))))
+    return ExtendedDemand(pod, mapping, demand, stale)

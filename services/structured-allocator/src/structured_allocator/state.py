@@ -34,6 +34,7 @@ from draflow_runtime.kube import (
 from .assume import AssumeCache
 from .core import SliceIndex
 from .core.taint_rules import apply_taint_rules, rule_touches_pool
+from .extres import EXTENDED_BY_POD, extended_claim_owner
 from .nodefit import NodeUsage, PodUsage, pod_demand
 
 __all__ = ["BOUND_PODS_SELECTOR", "ClusterState", "Listener", "pod_claim_names", "slim_bound_pod"]
@@ -118,7 +119,8 @@ class ClusterState:
         self.usage = NodeUsage()
         self.bound_pods = Informer(kube, PODS, None, field_selector=BOUND_PODS_SELECTOR,
                                    transform=slim_bound_pod, name="bound-pods")
-        self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="claims")
+        self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="claims",
+                               indexers={EXTENDED_BY_POD: extended_claim_owner})
         self.slice_informer = Informer(kube, RESOURCE_SLICES, name="slices")
         self.classes = Informer(kube, DEVICE_CLASSES, name="deviceclasses")
         self.nodes = Informer(kube, NODES, name="nodes")
