@@ -167,3 +167,20 @@ async def test_a_crash_after_the_claim_was_written_leaves_no_device_held_twice(k
     await eventually(lambda: _gone(kit, left["metadata"]["name"]), what="the leftover claim deleted")
     (claim,) = await _special_claims(kit, pod["metadata"]["uid"])
     assert sorted(devices_of(claim)) == sorted(devices_of(left))
+
+
+async def test_a_pod_with_a_claim_and_extended_resources_gets_both_on_one_node(kit: Kit) -> None:
+    resource = await _extended_class(kit)
+    await kit.node("other", labels={"pin": "other"})  # no devices: the pod cannot go there
+    node = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(node, 3)
+    await kit.template("one-gpu")
+    await kit.start()
+    pod = await kit.template_pod("both", "one-gpu", spec={"containers": [
+        {"name": "main", "image": "registry.k8s.io/pause:3.10",
+         "resources": {"claims": [{"name": "gpu"}], "limits": {resource: "2"}}}]})
+    assert await kit.wait_bound("both") == node
+    claim = await kit.claim_of("both")
+    (special,) = await _special_claims(kit, pod["metadata"]["uid"])
+    assert len(devices_of(claim)) == 1 and len(devices_of(special)) == 2
+    assert not set(devices_of(claim)) & set(devices_of(special))
