@@ -26,7 +26,7 @@ from draflow_testenv.binaries import cache_dir
 REGISTRY = "draflow.local"  # an image name prefix only: images here are never pulled
 PAUSE_IMAGE = f"{REGISTRY}/pause:1"
 WORKLOAD_IMAGE = f"{REGISTRY}/workload:1"
-FORMAT = 1  # part of every cached archive's name: raise it when the way images are built changes
+FORMAT = 2  # part of every cached archive's name: raise it when the way images are built changes
 
 
 class ImageBuildError(RuntimeError):
@@ -46,33 +46,50 @@ async def run(
     return text
 
 
-def _layer(rootfs: Path) -> bytes:
-    """A deterministic tar of ``rootfs`` (sorted, root-owned, mtime 0)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+def _write_layer(rootfs: Path, out: Path, owners: Mapping[str, int]) -> None:
+    """A deterministic tar of ``rootfs`` (sorted, mtime 0), owned by root except the paths under an
+    ``owners`` prefix (relative path -> uid = gid)."""
+    def owner(rel: str) -> int:
+        for prefix, uid in owners.items():
+            if rel == prefix or rel.startswith(prefix + "/"):
+                return uid
+        return 0
+
+    with tarfile.open(out, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for dirpath, dirnames, filenames in os.walk(rootfs):
             dirnames.sort()
             for name in sorted(dirnames) + sorted(filenames):
                 path = Path(dirpath) / name
-                info = tar.gettarinfo(str(path), arcname=str(path.relative_to(rootfs)))
-                info.uid = info.gid = 0
-                info.uname = info.gname = "root"
+                rel = str(path.relative_to(rootfs))
+                info = tar.gettarinfo(str(path), arcname=rel)
+                info.uid = info.gid = owner(rel)
+                info.uname = info.gname = ""
                 info.mtime = 0
                 if info.isfile():
                     with open(path, "rb") as f:
                         tar.addfile(info, f)
                 else:
                     tar.addfile(info)
-    return buf.getvalue()
 
 
-def oci_archive(rootfs: Path, image: str, out: Path, *, config: Mapping[str, object]) -> Path:
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def oci_archive(rootfs: Path, image: str, out: Path, *, config: Mapping[str, object],
+                owners: Mapping[str, int] | None = None) -> Path:
     """Write ``rootfs`` as the one-layer OCI image ``image`` to the archive ``out``.
 
     ``config`` is the image's runtime config (``Entrypoint``, ``Cmd``, ``Env``, ``User``, ``WorkingDir``).
     """
-    layer = _layer(rootfs)
-    layer_digest = "sha256:" + hashlib.sha256(layer).hexdigest()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    layer_path = out.with_name(out.name + ".layer")
+    _write_layer(rootfs, layer_path, owners or {})
+    layer_digest, layer_size = _sha256_file(layer_path), layer_path.stat().st_size
     cfg = json.dumps({
         "architecture": "amd64", "os": "linux", "config": dict(config),
         "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
@@ -83,7 +100,7 @@ def oci_archive(rootfs: Path, image: str, out: Path, *, config: Mapping[str, obj
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cfg_digest,
                    "size": len(cfg)},
         "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest,
-                    "size": len(layer)}],
+                    "size": layer_size}],
     }, sort_keys=True).encode()
     man_digest = "sha256:" + hashlib.sha256(manifest).hexdigest()
     index = json.dumps({
@@ -93,16 +110,16 @@ def oci_archive(rootfs: Path, image: str, out: Path, *, config: Mapping[str, obj
                        "annotations": {"io.containerd.image.name": image,
                                        "org.opencontainers.image.ref.name": image.rsplit(":", 1)[1]}}],
     }).encode()
-    out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     with tarfile.open(tmp, "w") as tar:
         for name, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index),
-                           (f"blobs/sha256/{layer_digest[7:]}", layer),
                            (f"blobs/sha256/{cfg_digest[7:]}", cfg),
                            (f"blobs/sha256/{man_digest[7:]}", manifest)]:
             info = tarfile.TarInfo(name)
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
+        tar.add(layer_path, arcname=f"blobs/sha256/{layer_digest[7:]}")
+    layer_path.unlink()
     tmp.replace(out)
     return out
 

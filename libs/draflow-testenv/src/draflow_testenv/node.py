@@ -211,6 +211,9 @@ def kubelet_argv(binary: Path, layout: NodeLayout) -> list[str]:
         str(binary), f"--config={layout.kubelet_config}", f"--kubeconfig={layout.kubelet_kubeconfig}",
         f"--root-dir={layout.kubelet_root}", f"--cert-dir={layout.dir / 'kubelet-pki'}",
         f"--hostname-override={layout.name}", f"--node-ip={layout.node_ip}", "--v=2",
+        # The DRA manager's plugin registration (V3: driver, endpoint, chosen service version) and every
+        # NodePrepareResources / NodeUnprepareResources call with its response (V4).
+        "--vmodule=dra_plugin=4,dra_plugin_manager=4",
     ]
 
 

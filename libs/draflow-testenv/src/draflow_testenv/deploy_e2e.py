@@ -1,0 +1,111 @@
+"""Install draflow on a ``ClusterEnvironment`` the way a user would: the image, then ``deploy/kustomize``.
+
+``install(env)`` builds (or reuses) the draflow image (``image_draflow``) and imports it into the node's
+containerd, writes ``<state>/kustomize/kustomization.yaml`` — the ``overlays/e2e`` overlay plus what only
+the running environment knows: the API server's port, the NATS and OTLP endpoints, the kubelet's plugin
+directories and the node's CDI directory (a DRA driver advertises its socket by its host path, so each is
+mounted at the same path it has on the host) — then ``kustomize build`` and a server-side apply of every
+object with draflow's own client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from draflow_runtime.kube import KubeClient
+from draflow_testenv.binaries import ensure_binary, repo_root
+from draflow_testenv.cluster import ClusterEnvironment
+from draflow_testenv.identity import Discovery, apply, apply_order
+from draflow_testenv.image_draflow import draflow_archive
+from draflow_testenv.images import run
+from draflow_testenv.servers import HOST
+
+NAMESPACE = "draflow-system"
+
+
+def _daemonset_patch(name: str, env: dict[str, str], mounts: dict[str, Path]) -> dict[str, Any]:
+    """A DaemonSet's env values and its volumes, each mounted at its host path (lists replaced whole)."""
+    return {
+        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"template": {"spec": {
+            "containers": [{
+                "name": name,
+                "env": [{"name": k, "value": v} for k, v in env.items()],
+                "volumeMounts": [{"$patch": "replace"},
+                                 *({"name": v, "mountPath": str(p)} for v, p in mounts.items())],
+            }],
+            "volumes": [{"$patch": "replace"},
+                        *({"name": v, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}}
+                          for v, p in mounts.items())],
+        }}},
+    }
+
+
+def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE},
+            "data": data}
+
+
+def kustomization(env: ClusterEnvironment, overlay: str) -> dict[str, Any]:
+    """``overlay``: the e2e overlay's path relative to where this kustomization is written (kustomize
+    refuses absolute resource paths)."""
+    node = env.node
+    driver_state = node.dir / "reference-driver"
+    patches = [
+        _configmap("draflow-cluster", {"KUBERNETES_SERVICE_HOST": HOST,
+                                       "KUBERNETES_SERVICE_PORT": str(env.ports.apiserver)}),
+        _configmap("draflow-endpoints", {"NATS_URL": env.nats_url, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{env.otlp_grpc_endpoint}",
+                                         "OTEL_EXPORTER_OTLP_INSECURE": "true"}),
+        _daemonset_patch("reference-driver", {
+            "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR": str(node.plugins_registry),
+            "DRAFLOW_REFERENCE_DRIVER_PLUGINS_DIR": str(node.plugins_dir),
+            "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT": str(node.cdi_dir),
+            "DRAFLOW_REFERENCE_DRIVER_STATE_DIR": str(driver_state),
+        }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir, "cdi": node.cdi_dir,
+            "state": driver_state}),
+        _daemonset_patch("slice-publisher", {
+            "DRAFLOW_SLICE_PUBLISHER_REGISTRY_DIR": str(node.plugins_registry),
+        }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir}),
+    ]
+    return {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [overlay],
+        "patches": [{"patch": yaml.safe_dump(p, sort_keys=False)} for p in patches],
+    }
+
+
+def write_kustomization(env: ClusterEnvironment) -> Path:
+    """``<state>/kustomize/kustomization.yaml`` over ``overlays/e2e``; returns its directory."""
+    out = env.state_dir / "kustomize"
+    out.mkdir(parents=True, exist_ok=True)
+    overlay = repo_root() / "deploy" / "kustomize" / "overlays" / "e2e"
+    doc = kustomization(env, os.path.relpath(overlay, out))
+    (out / "kustomization.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+async def build(env: ClusterEnvironment) -> list[dict[str, Any]]:
+    """``kustomize build`` of the e2e overlay with this environment's values; the objects."""
+    out = await asyncio.to_thread(write_kustomization, env)
+    kustomize = await ensure_binary("kustomize")
+    text = await run([kustomize, "build", out])
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+async def install(env: ClusterEnvironment) -> list[dict[str, Any]]:
+    """Image into the node, then every object of the build applied (namespaces and RBAC first)."""
+    archive, objects = await asyncio.gather(draflow_archive(), build(env))
+    await env.import_image(archive)
+    kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
+    try:
+        discovery = Discovery(kube)
+        for obj in sorted(objects, key=apply_order):
+            await apply(kube, discovery, obj, field_manager="draflow-e2e")
+    finally:
+        await kube.close()
+    return objects

@@ -1,0 +1,182 @@
+"""draflow installed on the real cluster from its kustomize overlay and image built here: the reference
+driver registers with the real kubelet, slice-publisher publishes its slices, a pod with a template claim
+is given a device by draflow, prepared by the real kubelet calling the driver, and its real container sees
+the CDI-injected environment; deleting the pod unprepares (the CDI spec goes)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from draflow_testenv import deploy_e2e, images
+from draflow_testenv.cluster import ClusterEnvironment, kubelet_log_lines
+from draflow_testenv.wait import eventually
+
+pytestmark = pytest.mark.e2e
+DRIVER = "gpu.draflow.example"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def installed(cluster: ClusterEnvironment) -> AsyncIterator[list[dict[str, Any]]]:
+    yield await deploy_e2e.install(cluster)
+
+
+async def _get(cluster: ClusterEnvironment, path: str) -> Any:
+    return await cluster.admin.request("GET", path)
+
+
+WORKLOADS = {"claim-controller", "structured-allocator", "slice-publisher", "reference-driver"}
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+async def _pods_ready(cluster: ClusterEnvironment) -> bool:
+    """Each of the four workloads has a Ready pod (pods are labelled with their service's name)."""
+    pods = (await _get(cluster, "/api/v1/namespaces/draflow-system/pods"))["items"]
+    ready = {p["metadata"].get("labels", {}).get("app.kubernetes.io/name") for p in pods if _ready(p)}
+    return ready >= WORKLOADS
+
+
+async def _claim_pod(cluster: ClusterEnvironment, ns: str, name: str) -> None:
+    """A ResourceClaimTemplate for one device of the driver's class (once per namespace) and a pod using
+    it, scheduled by draflow, printing its DRAFLOW_GPU_* environment and sleeping."""
+    await cluster.admin.ensure_namespace(ns)
+    await cluster.admin.ensure(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates", {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "metadata": {"name": "one-gpu"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": DRIVER}}]}}},
+    })
+    await cluster.admin.request("POST", f"/api/v1/namespaces/{ns}/pods", {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "draflow", "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+            "containers": [{"name": "main", "image": images.WORKLOAD_IMAGE, "imagePullPolicy": "Never",
+                            "command": ["/bin/sh", "-c", "env | sort | grep '^DRAFLOW_GPU'; exec sleep 3600"],
+                            "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    })
+
+
+async def _running(cluster: ClusterEnvironment, ns: str, name: str) -> dict[str, Any]:
+    async def running() -> dict[str, Any] | None:
+        pod = await _get(cluster, f"/api/v1/namespaces/{ns}/pods/{name}")
+        return pod if pod.get("status", {}).get("phase") == "Running" else None
+
+    pod: dict[str, Any] = await eventually(running, timeout=180, interval=1.0,
+                                           what=f"pod {ns}/{name} Running")
+    return pod
+
+
+async def _claim_uid(cluster: ClusterEnvironment, ns: str, pod: dict[str, Any]) -> str:
+    name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    claim = await _get(cluster, f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{name}")
+    return str(claim["metadata"]["uid"])
+
+
+async def _log_count(cluster: ClusterEnvironment, *needles: str) -> int:
+    return len(await asyncio.to_thread(kubelet_log_lines, cluster, list(needles)))
+
+
+async def test_driver_registers_with_the_real_kubelet_and_its_slices_appear(
+        cluster: ClusterEnvironment, installed: list[dict[str, Any]]) -> None:
+    await eventually(lambda: _pods_ready(cluster), timeout=240, interval=1.0,
+                     what="the four draflow workloads Ready on the real node")
+
+    async def slices() -> list[dict[str, Any]]:
+        items = (await _get(cluster, "/apis/resource.k8s.io/v1/resourceslices"))["items"]
+        return [s for s in items
+                if s["spec"]["driver"] == DRIVER and s["spec"].get("nodeName") == cluster.node.name]
+
+    found = await eventually(slices, timeout=120, interval=1.0, what="the driver's ResourceSlices")
+    assert sum(len(s["spec"].get("devices", [])) for s in found) > 0
+
+    # The real kubelet's own log: our driver registered, with the service version we advertise first.
+    registered = await asyncio.to_thread(
+        kubelet_log_lines, cluster, ["Registered DRA plugin", f'driverName="{DRIVER}"'])
+    assert registered and 'chosenService="v1.DRAPlugin"' in registered[-1], registered
+
+
+async def test_a_template_claim_pod_runs_with_the_cdi_injected_device(
+        cluster: ClusterEnvironment, installed: list[dict[str, Any]]) -> None:
+    await eventually(lambda: _pods_ready(cluster), timeout=240, interval=1.0, what="draflow Ready")
+    ns = f"e2e-dra-{uuid.uuid4().hex[:6]}"
+    await _claim_pod(cluster, ns, "gpu-user")
+
+    pod = await _running(cluster, ns, "gpu-user")
+    assert pod["spec"]["nodeName"] == cluster.node.name
+
+    async def device_env() -> str | None:
+        text = await cluster.pod_log(ns, "gpu-user")
+        return text if "DRAFLOW_GPU_" in text else None
+
+    text = await eventually(device_env, timeout=60, interval=0.5, what="DRAFLOW_GPU_* in the container log")
+    claim_name = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+    assert f"_CLAIM={ns}/{claim_name}" in text
+    claim = await _get(cluster, f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{claim_name}")
+    uid = claim["metadata"]["uid"]
+    specs = [p for p in cluster.node.cdi_dir.iterdir() if uid in p.name]
+    assert specs, "no CDI spec for the prepared claim"
+
+    await cluster.admin.request("DELETE", f"/api/v1/namespaces/{ns}/pods/gpu-user")
+
+    async def unprepared() -> bool:
+        return not any(uid in p.name for p in cluster.node.cdi_dir.iterdir())
+
+    await eventually(unprepared, timeout=120, interval=0.5, what="the CDI spec removed after the pod went")
+
+    # The real kubelet called our driver and both calls succeeded (its own log, V4 for the DRA plugin).
+    for call in ("NodePrepareResources", "NodeUnprepareResources"):
+        done = await asyncio.to_thread(kubelet_log_lines, cluster, [f"Done calling {call} rpc", uid])
+        assert done and all("err=null" in line for line in done), (call, done)
+
+
+async def test_kubelet_restart_does_not_prepare_again_and_driver_restart_registers_again(
+        cluster: ClusterEnvironment, installed: list[dict[str, Any]]) -> None:
+    await eventually(lambda: _pods_ready(cluster), timeout=240, interval=1.0, what="draflow Ready")
+    ns = f"e2e-restart-{uuid.uuid4().hex[:6]}"
+    await _claim_pod(cluster, ns, "before")
+    before = await _running(cluster, ns, "before")
+    uid = await _claim_uid(cluster, ns, before)
+    prepared = ("Done calling NodePrepareResources rpc", uid)
+    assert await _log_count(cluster, *prepared) == 1
+
+    await cluster.restart_kubelet()
+    # A pod created after the restart running proves the new kubelet has long synced the older pod.
+    await _claim_pod(cluster, ns, "after")
+    await _running(cluster, ns, "after")
+    pod = await _get(cluster, f"/api/v1/namespaces/{ns}/pods/before")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    assert await _log_count(cluster, *prepared) == 1  # the checkpointed claim was not prepared a second time
+
+    registered = ("Registered DRA plugin", f'driverName="{DRIVER}"')
+    registrations = await _log_count(cluster, *registered)
+    drivers = (await cluster.admin.request("GET", "/api/v1/namespaces/draflow-system/pods", params={
+        "labelSelector": "app.kubernetes.io/name=reference-driver"}))["items"]
+    for d in drivers:
+        name = d["metadata"]["name"]
+        await cluster.admin.request("DELETE", f"/api/v1/namespaces/draflow-system/pods/{name}")
+
+    async def registered_again() -> bool:
+        return await _log_count(cluster, *registered) > registrations
+
+    await eventually(registered_again, timeout=180, interval=1.0,
+                     what="the restarted driver registered again")
+    for name in ("before", "after"):
+        await cluster.admin.request("DELETE", f"/api/v1/namespaces/{ns}/pods/{name}")
+
+    async def unprepared() -> bool:
+        return not any(uid in p.name for p in cluster.node.cdi_dir.iterdir())
+
+    await eventually(unprepared, timeout=120, interval=0.5,
+                     what="the first claim unprepared by the new driver")
