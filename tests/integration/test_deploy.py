@@ -429,7 +429,7 @@ async def test_overlay_passes_a_server_side_dry_run_apply(
 Grant = tuple[str, str, str, str]
 GRANTS: dict[str, list[Grant]] = {
     "claim-controller": [
-        *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
+        *[(v, "", "pods", "cluster") for v in ("get", "list", "watch", "delete")],
         ("patch", "", "pods/status", "cluster"),
         ("update", "", "pods/finalizers", "cluster"),
         *[(v, "resource.k8s.io", "resourceclaims", "cluster")
@@ -437,6 +437,9 @@ GRANTS: dict[str, list[Grant]] = {
         ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
         ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
         *[(v, "resource.k8s.io", "resourceclaimtemplates", "cluster") for v in ("get", "list", "watch")],
+        *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
+          for r in ("resourceslices", "devicetaintrules")],
+        ("patch", "resource.k8s.io", "devicetaintrules/status", "cluster"),
         ("get", "", "nodes", "cluster"),
         ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
@@ -476,8 +479,8 @@ GRANTS: dict[str, list[Grant]] = {
 }
 # Verbs a service must not have: each is a plausible mistake (a wider wildcard, a neighbour's job).
 DENIED: dict[str, list[Grant]] = {
-    "claim-controller": [
-        ("delete", "", "pods", "cluster"), ("update", "", "nodes", "cluster"),
+    "claim-controller": [  # pods delete is granted since device-taint eviction
+        ("update", "resource.k8s.io", "devicetaintrules", "cluster"), ("update", "", "nodes", "cluster"),
         ("create", "", "pods/binding", "cluster"), ("create", "resource.k8s.io", "resourceslices", "cluster"),
         ("get", "", "secrets", "cluster"), ("update", "coordination.k8s.io", "leases", "lease:other"),
     ],

@@ -11,6 +11,9 @@ claim event        the claim; every pod that references it by name (index ``byCl
 template event     every pod with a claim from that template (index ``byTemplate``)
 =================  ==================================================================================
 
+With ``--device-taint-eviction`` (default on) a :class:`~claim_controller.eviction.TaintEviction` shares
+the pod and claim informers and runs its own queue (NoExecute device taints, DeviceTaintRule status).
+
 ``reconcile(key)`` dispatches to :func:`~claim_controller.pods.sync_pod` or
 :func:`~claim_controller.claims.sync_claim`, which read the caches and decide from the current state.
 A :class:`~draflow_runtime.reconcile.TerminalError` becomes a Warning Event on the object it names.
@@ -18,6 +21,7 @@ A :class:`~draflow_runtime.reconcile.TerminalError` becomes a Warning Event on t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Iterable
 from typing import Any
@@ -37,6 +41,7 @@ from .allocator import AllocatorClient
 from .claims import sync_claim
 from .context import BY_CLAIM, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
+from .eviction import BY_POOL, TaintEviction, allocated_pools
 from .mutation_cache import MutationCache
 from .ownership import (
     claim_uses,
@@ -91,7 +96,7 @@ class Controller:
         self.pods = Informer(kube, PODS, namespace, name="pods",
                              indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index})
         self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="resourceclaims",
-                               indexers={BY_OWNER_UID: owner_pod_uid})
+                               indexers={BY_OWNER_UID: owner_pod_uid, BY_POOL: allocated_pools})
         self.templates = Informer(kube, RESOURCE_CLAIM_TEMPLATES, namespace, name="resourceclaimtemplates")
         self.queue = queue if queue is not None else WorkQueue(name=COMPONENT)
         self.recorder = EventRecorder(kube, COMPONENT)
@@ -114,11 +119,13 @@ class Controller:
         self.pods.add_handler(self._on_pod)
         self.claims.add_handler(self._on_claim)
         self.templates.add_handler(self._on_template)
+        self.eviction = TaintEviction(settings, kube, self.pods, self.claims, self.recorder) \
+            if settings.device_taint_eviction else None
         self._synced = False
 
     @property
     def synced(self) -> bool:
-        """All three informers have listed (the readiness condition)."""
+        """All informers have listed (the readiness condition)."""
         return self._synced
 
     async def run(self) -> None:
@@ -127,7 +134,8 @@ class Controller:
         Cancelling stops the workers (an in-flight reconcile is cancelled: every write is idempotent and
         the next leader starts over from the caches) and the informers.
         """
-        informers = (self.templates, self.claims, self.pods)
+        informers = (self.templates, self.claims, self.pods,
+                     *(self.eviction.informers if self.eviction is not None else ()))
         try:
             for informer in informers:
                 await informer.start()
@@ -136,10 +144,15 @@ class Controller:
             self._synced = True
             log.info("caches synced", pods=len(self.pods), claims=len(self.claims),
                      templates=len(self.templates))
-            await self.runner.run()
+            async with asyncio.TaskGroup() as group:
+                group.create_task(self.runner.run())
+                if self.eviction is not None:
+                    group.create_task(self.eviction.runner.run())
         finally:
             self._synced = False
             self.queue.shutdown()
+            if self.eviction is not None:
+                self.eviction.queue.shutdown()
             for informer in informers:
                 with contextlib.suppress(Exception):
                     await informer.stop()

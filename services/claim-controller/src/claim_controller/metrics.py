@@ -12,8 +12,10 @@ __all__ = [
     "CLAIMS_DEALLOCATED",
     "CLAIMS_DELETED",
     "ERRORS",
+    "PODS_EVICTED",
     "RESERVATIONS_ADDED",
     "RESERVATIONS_REMOVED",
+    "RULE_STATUS_WRITES",
 ]
 
 CLAIMS_CREATED = registered_collector(
@@ -57,4 +59,16 @@ ALLOCATION_REQUESTS = registered_collector(
     "draflow_claim_controller_allocation_requests",
     "Allocation requests to the allocator by result (ok, refused, unavailable).",
     ["result"],
+)
+PODS_EVICTED = registered_collector(
+    Counter,
+    "draflow_claim_controller_pods_evicted",
+    "Pods deleted because a device they use has a NoExecute taint they do not tolerate.",
+    [],
+)
+RULE_STATUS_WRITES = registered_collector(
+    Counter,
+    "draflow_claim_controller_device_taint_rule_status_writes",
+    "EvictionInProgress conditions written to DeviceTaintRule status.",
+    [],
 )

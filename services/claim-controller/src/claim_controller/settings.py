@@ -43,3 +43,16 @@ class Settings(ServiceSettings):
     allocation_recheck: float = Field(
         10.0, gt=0, description="Seconds after an accepted allocation request to look at the pod again."
     )
+    device_taint_eviction: bool = Field(
+        True,
+        description="Delete pods using devices with NoExecute taints they do not tolerate (DRADeviceTaints), "
+        "as kube-controller-manager's device-taint-eviction controller.",
+    )
+    device_taint_rules: bool = Field(
+        True,
+        description="Watch DeviceTaintRules (resource.k8s.io/v1): their NoExecute taints evict too and their "
+        "status reports it (DRADeviceTaintRules); off for API servers without them.",
+    )
+    rule_status_period: float = Field(
+        10.0, gt=0, description="Seconds between DeviceTaintRule status updates while pods are being evicted."
+    )
