@@ -37,8 +37,8 @@ from draflow_testenv.node import (
 from draflow_testenv.process import ManagedProcess
 
 NODE_BINARIES = ("kubelet", "kube-scheduler", "kube-controller-manager", "containerd", "cni-plugins", "pause")
-# kube-controller-manager's controllers: all of its defaults but the one draflow replaces.
-KCM_CONTROLLERS = "*,-resourceclaim-controller"
+# kube-controller-manager's controllers: all of its defaults but the two draflow's claim-controller replaces.
+KCM_CONTROLLERS = "*,-resourceclaim-controller,-device-taint-eviction-controller"
 RUNC = Path("/usr/sbin/runc")  # the Debian package hack/node-packages.sh installs
 
 
