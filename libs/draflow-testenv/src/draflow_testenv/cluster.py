@@ -7,10 +7,11 @@ async with ClusterEnvironment() as env:      # needs root (containerd, the kubel
 ```
 
 On top of etcd + kube-apiserver + NATS + Jaeger it runs kube-controller-manager (its usual controllers,
-without the resourceclaim controller: draflow's claim-controller owns claims), kube-scheduler, and one node:
-containerd 2.x (CRI with CDI) and a kubelet, each with paths, ports, cgroup parent and CNI bridge of their
-own (``draflow_testenv.node``). Images come from ``draflow_testenv.images``; nothing is pulled.
-``stop()`` leaves no process, mount, container, cgroup or bridge behind (``node_cleanup``).
+without the resourceclaim and device-taint-eviction controllers: draflow's claim-controller does their
+jobs), kube-scheduler, and one node: containerd 2.x (CRI with CDI) and a kubelet, each with paths, ports,
+cgroup parent and CNI bridge of their own (``draflow_testenv.node``). Images come from
+``draflow_testenv.images``; nothing is pulled. ``stop()`` leaves no process, mount, container, cgroup or
+bridge behind (``node_cleanup``).
 """
 
 from __future__ import annotations

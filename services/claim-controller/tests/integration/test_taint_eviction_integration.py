@@ -146,3 +146,51 @@ async def test_slice_taint_evicts_after_toleration_seconds_and_removal_cancels(k
             return "Cancelling deletion" in await eviction_events(kit, "long")
         await eventually(cancelled, what="pending eviction cancelled when the taint went away")
         assert await terminating(kit, "long") is None
+
+
+async def test_rules_without_no_execute_evict_nothing_and_say_what_they_would_do(kit: Kit) -> None:
+    node = f"node-{kit.namespace}"
+    controller = await kit.start_controller()
+    assert controller.eviction is not None
+    await running_on(kit, "user", node, "gpu-0")
+    plain = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+             "metadata": {"name": f"slice-{kit.namespace}"},
+             "spec": {"driver": DRIVER, "nodeName": node,
+                      "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                      "devices": [{"name": f"gpu-{i}"} for i in range(2)]}}
+
+    def rule_body(name: str, effect: str) -> dict[str, Any]:
+        return {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                "metadata": {"name": f"{name}-{kit.namespace}"},
+                "spec": {"deviceSelector": {"driver": DRIVER, "pool": node},
+                         "taint": {**TAINT, "effect": effect}}}
+
+    async def condition_of(name: str) -> dict[str, Any] | None:
+        current = await kit.kube.get(DEVICE_TAINT_RULES, name)
+        return next((dict(c) for c in (current.get("status") or {}).get("conditions") or ()
+                     if c["type"] == "EvictionInProgress"), None)
+
+    async with cluster_object(kit, RESOURCE_SLICES, plain):
+        async def caches_current() -> bool:  # the None rule's report is computed once per spec change
+            claim = controller.claims.get(f"{kit.namespace}/user") or {}
+            bound = controller.pods.get(f"{kit.namespace}/user") or {}
+            return (controller.eviction is not None
+                    and controller.eviction.slices.get(plain["metadata"]["name"]) is not None
+                    and bool(bound.get("spec", {}).get("nodeName"))
+                    and bool((claim.get("status") or {}).get("reservedFor")))
+        await eventually(caches_current, what="controller caches have the slice, the bound pod and its claim")
+        async with cluster_object(kit, DEVICE_TAINT_RULES, rule_body("dry-run", "None")) as dry, \
+                cluster_object(kit, DEVICE_TAINT_RULES, rule_body("no-schedule", "NoSchedule")) as nosched:
+            dry_condition = await eventually(lambda: condition_of(dry["metadata"]["name"]),
+                                             what="effect None rule reports")
+            assert (dry_condition["status"], dry_condition["reason"]) == ("False", "NoEffect")
+            assert dry_condition["message"] == (
+                "2 published devices selected. 1 allocated device selected. 1 pod would be evicted in "
+                "1 namespace if the effect was NoExecute. This information will not be updated again. "
+                "Recreate the DeviceTaintRule to trigger an update.")
+            other = await eventually(lambda: condition_of(nosched["metadata"]["name"]),
+                                     what="effect NoSchedule rule reports")
+            assert (other["status"], other["reason"], other["message"]) == (
+                "False", "OtherEffect", "Eviction only happens for the NoExecute effect.")
+            assert await terminating(kit, "user") is None
+            assert await eviction_events(kit, "user") == []
