@@ -5,6 +5,7 @@ export UV_PYTHON_DOWNLOADS := never
 export UV_PROJECT_ENVIRONMENT := $(CURDIR)/.venv
 UV = $(shell hack/ensure-uv.sh)
 PYTEST_ARGS ?=
+E2E ?= 1
 NODES ?= 4
 
 .PHONY: help
@@ -53,8 +54,11 @@ typecheck: sync ## mypy over every lib and service
 	@$(UV) run --frozen mypy libs/*/src services/*/src
 
 .PHONY: test
-test: sync binaries verify-protos verify-docs lint typecheck ## All tests: unit and integration (real apiserver, etcd, NATS, Jaeger)
+test: sync binaries $(if $(filter 0,$(E2E)),,binaries-node) verify-protos verify-docs lint typecheck ## All tests: unit, integration (real apiserver, etcd, NATS, Jaeger), then e2e on a real node (E2E=0 skips it)
 	@$(UV) run --frozen pytest $(PYTEST_ARGS)
+ifneq ($(E2E),0)
+	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e
+endif
 
 .PHONY: up
 up: sync binaries ## The main job: the real local environment (and the services and demo); Ctrl-C stops it

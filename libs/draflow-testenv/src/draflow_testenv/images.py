@@ -146,7 +146,11 @@ async def debian_package(name: str) -> Path:
     found = sorted(d.glob(f"{name}_*.deb"))
     if found:
         return found[-1]
-    await run(["apt-get", "download", name], cwd=d)
+    try:
+        await run(["apt-get", "download", name], cwd=d)
+    except ImageBuildError:  # no or stale package lists on this machine: refresh them once
+        await run(["apt-get", "update", "-qq"])
+        await run(["apt-get", "download", name], cwd=d)
     found = sorted(d.glob(f"{name}_*.deb"))
     if not found:
         raise ImageBuildError(f"apt-get download {name} left no .deb in {d}")

@@ -107,12 +107,20 @@ def unmount_under(path: Path, *, include_self: bool = True) -> list[str]:
     return [p for p in mounts_under(path) if include_self or p != str(path)]
 
 
+def hierarchies() -> list[Path]:
+    """The mounted cgroup hierarchies: ``/sys/fs/cgroup`` itself under cgroup v2 (unified), else each v1
+    hierarchy under it (and a hybrid layout's ``unified``)."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return [CGROUP_ROOT]
+    if not CGROUP_ROOT.is_dir():
+        return []
+    return [h for h in sorted(CGROUP_ROOT.iterdir()) if (h / "cgroup.procs").exists()]
+
+
 def create_cgroups(cgroup_root: str) -> None:
-    """Create the node's cgroup parent in every cgroup v1 hierarchy (the kubelet requires it to exist);
-    a new cpuset cgroup gets its parent's CPUs and memory nodes (v1 leaves them empty)."""
-    for hierarchy in sorted(CGROUP_ROOT.iterdir()) if CGROUP_ROOT.is_dir() else []:
-        if not (hierarchy / "cgroup.procs").exists():
-            continue  # not a mounted hierarchy
+    """Create the node's cgroup parent in every hierarchy (the kubelet requires it to exist); a new v1
+    cpuset cgroup gets its parent's CPUs and memory nodes (v1 leaves them empty)."""
+    for hierarchy in hierarchies():
         top = hierarchy / cgroup_root.lstrip("/")
         top.mkdir(exist_ok=True)
         for name in ("cpuset.cpus", "cpuset.mems"):
@@ -123,7 +131,7 @@ def create_cgroups(cgroup_root: str) -> None:
 def remove_cgroups(cgroup_root: str) -> list[str]:
     """rmdir the node's cgroup parent, children first, in every hierarchy; returns what is left."""
     left = []
-    for hierarchy in sorted(CGROUP_ROOT.iterdir()) if CGROUP_ROOT.is_dir() else []:
+    for hierarchy in hierarchies():
         top = hierarchy / cgroup_root.lstrip("/")
         if not top.is_dir():
             continue
@@ -180,7 +188,8 @@ def leftovers(layout: NodeLayout) -> list[str]:
     """What of the node is still there: processes, mounts, cgroups, the bridge, the node address."""
     left = [f"process {p}" for p in node_processes(layout) if pid_alive(p)]
     left += [f"mount {m}" for m in mounts_under(layout.dir)]
-    left += [f"cgroup {h}" for h in CGROUP_ROOT.glob(f"*{layout.cgroup_root}") if h.is_dir()]
+    left += [f"cgroup {h}{layout.cgroup_root}" for h in hierarchies()
+             if (h / layout.cgroup_root.lstrip("/")).is_dir()]
     if Path("/sys/class/net", layout.bridge).exists():
         left.append(f"interface {layout.bridge}")
     addrs = subprocess.run(["ip", "-o", "addr", "show", "dev", "lo"], capture_output=True, text=True).stdout
