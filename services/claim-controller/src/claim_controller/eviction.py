@@ -38,7 +38,7 @@ from draflow_runtime.reconcile import Done, RequeueAfter, Runner
 from draflow_runtime.workqueue import WorkQueue
 
 from .context import DeletedPods
-from .metrics import ERRORS, PODS_EVICTED, RULE_STATUS_WRITES
+from .metrics import ERRORS, EVICTION_LATENCY, PODS_EVICTED, RULE_STATUS_WRITES
 from .rulestatus import Counts, needs_write, rule_condition, wait_before_update
 from .settings import Settings
 from .taints import Eviction, TaintView, pod_eviction
@@ -187,9 +187,10 @@ class TaintEviction:
             raise
         self.evicted.add(uid)
         self.scheduled.pop(key, None)
+        latency = max(self.clock() - eviction.when, 0.0)
         PODS_EVICTED.inc()
-        log.info("pod evicted", pod=key, latency=round(self.clock() - eviction.when, 3),
-                 reason=eviction.describe())
+        EVICTION_LATENCY.observe(latency)
+        log.info("pod evicted", pod=key, latency=round(latency, 3), reason=eviction.describe())
         for reason in eviction.reasons:
             if reason.rule:
                 self.evicted_by_rule[reason.rule_uid] = self.evicted_by_rule.get(reason.rule_uid, 0) + 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 
 from draflow_runtime.workqueue import registered_collector
 
@@ -12,6 +12,7 @@ __all__ = [
     "CLAIMS_DEALLOCATED",
     "CLAIMS_DELETED",
     "ERRORS",
+    "EVICTION_LATENCY",
     "PODS_EVICTED",
     "RESERVATIONS_ADDED",
     "RESERVATIONS_REMOVED",
@@ -71,4 +72,11 @@ RULE_STATUS_WRITES = registered_collector(
     "draflow_claim_controller_device_taint_rule_status_writes",
     "EvictionInProgress conditions written to DeviceTaintRule status.",
     [],
+)
+EVICTION_LATENCY = registered_collector(
+    Histogram,
+    "draflow_claim_controller_pod_eviction_latency_seconds",
+    "Seconds from the time a NoExecute device taint takes effect for a pod to the pod's deletion.",
+    [],
+    buckets=(0.005, 0.025, 0.1, 0.5, 1, 2.5, 10, 30, 60, 120, 180, 240),
 )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from cc_kit import DRIVER, Kit, consumer, eventually, node_selector, plain_claim, pod
+from prometheus_client import REGISTRY
 
 from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.errors import NotFound
@@ -85,6 +86,7 @@ async def test_no_execute_rule_evicts_untolerating_pod_reports_status_and_claim_
     await running_on(kit, "tolerant", node, "gpu-1", tolerate())
     await running_on(kit, "patient", node, "gpu-2", tolerate(3600))
 
+    evicted_before = REGISTRY.get_sample_value("draflow_claim_controller_pods_evicted_total") or 0.0
     rule_body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
                  "metadata": {"name": f"broken-{kit.namespace}"},
                  "spec": {"deviceSelector": {"driver": DRIVER, "pool": node}, "taint": TAINT}}
@@ -97,6 +99,7 @@ async def test_no_execute_rule_evicts_untolerating_pod_reports_status_and_claim_
         assert event["type"] == "Normal" and event["message"] == "Marking for deletion"
         assert event["involvedObject"]["uid"] == victim["metadata"]["uid"]
         assert allocated(await kit.get(RESOURCE_CLAIMS, "victim")), "still runs until the kubelet stops it"
+        assert REGISTRY.get_sample_value("draflow_claim_controller_pods_evicted_total") == evicted_before + 1
 
         await kit.kube.delete(PODS, "victim", kit.namespace, grace_period_seconds=0)  # the kubelet is done
 
