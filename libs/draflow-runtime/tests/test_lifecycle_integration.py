@@ -130,6 +130,7 @@ async def test_events_published_while_nats_is_down_are_in_jetstream_after_it_ret
 ) -> None:
     ns, name = f"outage-{uuid.uuid4().hex[:6]}", "c"
     assert await publish_claim_event(bus, "created", claim(ns, name, 1))
+    assert await bus.flush(30)  # publish only queues: "created" must be stored before the outage
     await testenv.stop_nats()
     try:
         for rv, kind in enumerate(["allocated", "reserved", "prepared"], start=2):
