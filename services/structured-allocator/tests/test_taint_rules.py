@@ -32,6 +32,17 @@ def test_rule_selector(selector: dict[str, str], device: tuple[str, str, str], m
     assert rule_matches(rule("r", **selector), *device) is matches
 
 
+def test_a_rule_without_a_selector_selects_nothing_and_an_empty_string_field_is_set() -> None:
+    # v1 DeviceTaintRuleSpec: "The empty selector matches all devices. Without a selector, no devices are
+    # matched." A field that is set, even to "", must equal the device's.
+    no_selector = rule("r")
+    del no_selector["spec"]["deviceSelector"]
+    assert not rule_matches(no_selector, "d", "p", "x")
+    s = rslice("s", [dev("gpu-0")], rv="7")
+    assert apply_taint_rules(s, [no_selector]) is s
+    assert not rule_matches(rule("r", driver=""), "d", "p", "x")
+
+
 def test_rule_taint_defaults_time_added_to_creation() -> None:
     assert rule_taint(rule("r"))["timeAdded"] == "2026-01-01T00:00:00Z"
     explicit = rule("r")

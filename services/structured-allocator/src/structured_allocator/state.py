@@ -213,7 +213,10 @@ class ClusterState:
         return self.rules.list() if self.rules is not None else []
 
     def _on_rule(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
-        """Re-index every slice of a pool the rule could select, before or after the change."""
+        """Re-index every slice of a pool the rule could select, before or after the change. A status-only
+        update (the claim-controller's eviction reports progress there) changes no taint: nothing to do."""
+        if old is not None and new is not None and old.get("spec") == new.get("spec"):
+            return
         changed = [r for r in (old, new) if r is not None]
         rules = self._rule_list()
         for raw in self.slice_informer.list():

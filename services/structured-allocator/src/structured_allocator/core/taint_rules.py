@@ -2,8 +2,10 @@
 ``taints`` plus those of every rule whose ``spec.deviceSelector`` matches it.
 
 Upstream counterpart: the ResourceSlice tracker of ``k8s.io/dynamic-resource-allocation/resourceslice/
-tracker``, which hands the scheduler slices with the rules' taints patched in. A selector field that is
-unset matches everything (``driver``, ``pool``, ``device``; an empty selector taints every device). A rule
+tracker``, which hands the scheduler slices with the rules' taints patched in. Selection is
+:func:`draflow_runtime.devicetaints.rule_selects`, the one the claim-controller's eviction uses: a rule
+without ``spec.deviceSelector`` selects nothing, the empty selector every device, and each field that is set
+(``driver``, ``pool``, ``device``) must be equal. A rule
 taint without ``timeAdded`` gets the rule's ``creationTimestamp``. Rules are applied in name order so the
 result does not depend on informer order.
 
@@ -20,24 +22,22 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from draflow_runtime.devicetaints import rule_selects
+
 __all__ = ["apply_taint_rules", "rule_matches", "rule_taint", "rule_touches_pool"]
 
 
-def _selector(rule: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((rule.get("spec") or {}).get("deviceSelector")) or {}
-
-
 def rule_matches(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
-    """Does ``rule`` select device ``driver/pool/device``? Unset selector fields match anything."""
-    sel = _selector(rule)
-    wanted = (("driver", driver), ("pool", pool), ("device", device))
-    return all(not sel.get(k) or sel[k] == v for k, v in wanted)
+    """Does ``rule`` select device ``driver/pool/device``? (See the module docstring.)"""
+    return rule_selects(rule, driver, pool, device)
 
 
 def rule_touches_pool(rule: Mapping[str, Any], driver: str, pool: str) -> bool:
     """Could ``rule`` select any device of pool ``driver/pool``?"""
-    sel = _selector(rule)
-    return all(not sel.get(k) or sel[k] == v for k, v in (("driver", driver), ("pool", pool)))
+    sel = (rule.get("spec") or {}).get("deviceSelector")
+    if sel is None:
+        return False
+    return all(sel.get(k) is None or sel[k] == v for k, v in (("driver", driver), ("pool", pool)))
 
 
 def rule_taint(rule: Mapping[str, Any]) -> dict[str, Any] | None:
