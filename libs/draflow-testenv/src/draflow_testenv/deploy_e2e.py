@@ -2,10 +2,10 @@
 
 ``install(env)`` builds (or reuses) the draflow image (``image_draflow``) and imports it into the node's
 containerd, writes ``<state>/kustomize/kustomization.yaml`` — the ``overlays/e2e`` overlay plus what only
-the running environment knows: the API server's port, the NATS and OTLP endpoints, the kubelet's plugin
-directories and the node's CDI directory (a DRA driver advertises its socket by its host path, so each is
-mounted at the same path it has on the host) — then ``kustomize build`` and a server-side apply of every
-object with draflow's own client.
+the running environment knows: the API server's port, the NATS and OTLP endpoints, a free HTTP port per
+workload, the kubelet's plugin directories and the node's CDI directory (a DRA driver advertises its socket
+by its host path, so each is mounted at the same path it has on the host) — then ``kustomize build`` and
+a server-side apply of every object with draflow's own client.
 """
 
 from __future__ import annotations
@@ -23,27 +23,30 @@ from draflow_testenv.cluster import ClusterEnvironment
 from draflow_testenv.identity import Discovery, apply, apply_order
 from draflow_testenv.image_draflow import draflow_archive
 from draflow_testenv.images import run
-from draflow_testenv.servers import HOST
+from draflow_testenv.servers import HOST, free_port
 
 NAMESPACE = "draflow-system"
 
 
-def _daemonset_patch(name: str, env: dict[str, str], mounts: dict[str, Path]) -> dict[str, Any]:
-    """A DaemonSet's env values and its volumes, each mounted at its host path (lists replaced whole)."""
-    return {
-        "apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"template": {"spec": {
-            "containers": [{
-                "name": name,
-                "env": [{"name": k, "value": v} for k, v in env.items()],
-                "volumeMounts": [{"$patch": "replace"},
-                                 *({"name": v, "mountPath": str(p)} for v, p in mounts.items())],
-            }],
-            "volumes": [{"$patch": "replace"},
-                        *({"name": v, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}}
-                          for v, p in mounts.items())],
-        }}},
+def _workload_patch(kind: str, name: str, prefix: str, port: int, env: dict[str, str],
+                    mounts: dict[str, Path] | None = None) -> dict[str, Any]:
+    """A workload's HTTP port (host network: one free port each, so parallel clusters never collide), env
+    values and, for ``mounts``, its volumes, each mounted at its host path (lists replaced whole)."""
+    container: dict[str, Any] = {
+        "name": name,
+        "env": [{"name": k, "value": v}
+                for k, v in {f"DRAFLOW_{prefix}_HTTP_PORT": str(port), **env}.items()],
+        "ports": [{"$patch": "replace"}, {"name": "http", "containerPort": port}],
     }
+    spec: dict[str, Any] = {"containers": [container]}
+    if mounts is not None:
+        container["volumeMounts"] = [{"$patch": "replace"},
+                                     *({"name": v, "mountPath": str(p)} for v, p in mounts.items())]
+        spec["volumes"] = [{"$patch": "replace"},
+                           *({"name": v, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}}
+                             for v, p in mounts.items())]
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"template": {"spec": spec}}}
 
 
 def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
@@ -59,16 +62,19 @@ def kustomization(env: ClusterEnvironment, overlay: str) -> dict[str, Any]:
     patches = [
         _configmap("draflow-cluster", {"KUBERNETES_SERVICE_HOST": HOST,
                                        "KUBERNETES_SERVICE_PORT": str(env.ports.apiserver)}),
-        _configmap("draflow-endpoints", {"NATS_URL": env.nats_url, "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{env.otlp_grpc_endpoint}",
+        _configmap("draflow-endpoints", {"NATS_URL": env.nats_url,
+                                         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{env.otlp_grpc_endpoint}",
                                          "OTEL_EXPORTER_OTLP_INSECURE": "true"}),
-        _daemonset_patch("reference-driver", {
+        _workload_patch("Deployment", "claim-controller", "CLAIM_CONTROLLER", free_port(), {}),
+        _workload_patch("Deployment", "structured-allocator", "STRUCTURED_ALLOCATOR", free_port(), {}),
+        _workload_patch("DaemonSet", "reference-driver", "REFERENCE_DRIVER", free_port(), {
             "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR": str(node.plugins_registry),
             "DRAFLOW_REFERENCE_DRIVER_PLUGINS_DIR": str(node.plugins_dir),
             "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT": str(node.cdi_dir),
             "DRAFLOW_REFERENCE_DRIVER_STATE_DIR": str(driver_state),
         }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir, "cdi": node.cdi_dir,
             "state": driver_state}),
-        _daemonset_patch("slice-publisher", {
+        _workload_patch("DaemonSet", "slice-publisher", "SLICE_PUBLISHER", free_port(), {
             "DRAFLOW_SLICE_PUBLISHER_REGISTRY_DIR": str(node.plugins_registry),
         }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir}),
     ]

@@ -1,0 +1,58 @@
+"""The e2e overlay as the environment layers it (``kustomize build``, no cluster; tests/e2e applies it)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+from typing import Any
+
+from draflow_testenv import deploy_e2e
+from draflow_testenv.node import NodeLayout
+
+
+def _env(state_dir: Path) -> Any:
+    return types.SimpleNamespace(state_dir=state_dir, node=NodeLayout.create(state_dir, "n1"),
+                                 ports=types.SimpleNamespace(apiserver=1234),
+                                 nats_url="nats://127.0.0.1:4", otlp_grpc_endpoint="127.0.0.1:5")
+
+
+def _host_ports(objs: list[dict[str, Any]]) -> set[int]:
+    return {p["containerPort"] for o in objs if o["kind"] in ("Deployment", "DaemonSet")
+            for c in o["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+
+
+async def test_two_clusters_on_one_machine_use_different_host_ports(tmp_path: Path) -> None:
+    first = await deploy_e2e.build(_env(tmp_path / "a"))
+    second = await deploy_e2e.build(_env(tmp_path / "b"))
+    assert len(_host_ports(first)) == 4
+    assert _host_ports(first) & _host_ports(second) == set()
+
+
+async def test_the_layered_overlay_mounts_host_paths_and_gives_each_workload_its_own_port(
+        tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    node = env.node
+    objs = await deploy_e2e.build(env)
+    workloads = {o["metadata"]["name"]: o for o in objs if o["kind"] in ("Deployment", "DaemonSet")}
+    assert set(workloads) == {"claim-controller", "structured-allocator", "slice-publisher",
+                              "reference-driver"}
+    ports = set()
+    for name, w in workloads.items():
+        pod = w["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        assert pod["hostNetwork"] is True
+        assert (c["image"], c["imagePullPolicy"]) == ("draflow.local/draflow:e2e", "Never"), name
+        [port] = c["ports"]
+        http = [e["value"] for e in c["env"] if e["name"].endswith("_HTTP_PORT")]
+        assert http == [str(port["containerPort"])], name
+        ports.add(port["containerPort"])
+        for m in c.get("volumeMounts", []):  # mounted where the host has them: sockets are advertised by path
+            [vol] = [v for v in pod["volumes"] if v["name"] == m["name"]]
+            assert vol["hostPath"]["path"] == m["mountPath"] and m["mountPath"].startswith(str(node.dir))
+    assert len(ports) == 4
+    driver_env = {e["name"]: e.get("value") for e in
+                  workloads["reference-driver"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert driver_env["DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR"] == str(node.plugins_registry)
+    assert driver_env["DRAFLOW_REFERENCE_DRIVER_CDI_ROOT"] == str(node.cdi_dir)
+    [cluster] = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-cluster"]
+    assert cluster["data"]["KUBERNETES_SERVICE_PORT"] == "1234"
