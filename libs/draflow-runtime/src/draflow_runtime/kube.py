@@ -20,6 +20,7 @@ failures raise ``TransportError``. Both keep the original error as ``__cause__``
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from multidict import CIMultiDict
 
 from . import gojson
 from .errors import TransportError, api_error_from_status
+from .retry import THROTTLE_RETRIES, Sleep, throttle_delay
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -137,8 +139,10 @@ class KubeClient:
         *,
         impersonate: str | None = None,
         impersonate_groups: list[str] | None = None,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._api = api_client
+        self._sleep = sleep  # seam: tests record the waits a 429 asks for
         self._impersonate = impersonate
         self._impersonate_groups = list(impersonate_groups or [])
 
@@ -260,15 +264,25 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
-        resp = await self._send(method, path, query=query, body=body, content_type=content_type)
-        try:
-            data = await resp.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise TransportError(f"{method} {path}: {exc!r}") from exc
-        finally:
-            resp.release()
-        if resp.status >= 400:
-            raise api_error_from_status(resp.status, data)
+        for attempt in range(THROTTLE_RETRIES + 1):
+            resp = await self._send(method, path, query=query, body=body, content_type=content_type)
+            try:
+                data = await resp.read()
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise TransportError(f"{method} {path}: {exc!r}") from exc
+            finally:
+                resp.release()
+            if resp.status < 400:
+                break
+            err = api_error_from_status(resp.status, data)
+            # 429: API priority and fairness rejected the request before running it, so any verb can
+            # be sent again; wait as long as the server asked (bounded), as client-go does.
+            wait = throttle_delay(resp.headers.get("Retry-After"), err.details) \
+                if resp.status == 429 and attempt < THROTTLE_RETRIES else None
+            if wait is None:
+                raise err
+            log.info("request throttled, retrying", method=method, path=path, wait=wait, attempt=attempt + 1)
+            await self._sleep(wait)
         if not data:
             return {}
         decoded = orjson.loads(data)

@@ -35,6 +35,7 @@ from opentelemetry.context import Context
 from draflow_runtime.errors import ApiError, Conflict, DraflowError, NotFound, TransportError
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
+from draflow_runtime.retry import conflict_attempts
 
 from .extres import ExtendedClaim
 
@@ -195,13 +196,15 @@ class Binder:
         as written. Idempotent."""
         claim: Mapping[str, Any] = cp.claim
         meta = claim["metadata"]
-        for _ in range(_CAS_ATTEMPTS):
+        async for attempt in conflict_attempts(_CAS_ATTEMPTS):
             try:
+                if attempt:  # after a Conflict and the backoff: decide again from fresh state
+                    claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
                 if FINALIZER not in (claim["metadata"].get("finalizers") or []):
                     claim = await self._add_finalizer(claim)
                 return await self._write_allocation(cp, claim, pod_ref)
             except Conflict:
-                claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+                continue
         raise WriteFailed("too many conflicts writing the allocation", claim=cp.key)
 
     async def _add_finalizer(self, claim: Mapping[str, Any]) -> dict[str, Any]:
@@ -294,7 +297,7 @@ class Binder:
         """Remove the pod from reservedFor; if nobody else is left and the allocation is the one this
         pipeline wrote, clear allocation and finalizer too (compare-and-swap, retried on Conflict)."""
         meta = cp.claim["metadata"]
-        for _ in range(_CAS_ATTEMPTS):
+        async for _ in conflict_attempts(_CAS_ATTEMPTS):
             try:
                 claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
             except NotFound:
@@ -323,7 +326,7 @@ class Binder:
         unallocated, False when it changed meanwhile (in use again, other devices, replaced)."""
         meta = seen["metadata"]
         key = f"{meta['namespace']}/{meta['name']}"
-        for _ in range(_CAS_ATTEMPTS):
+        async for _ in conflict_attempts(_CAS_ATTEMPTS):
             try:
                 claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
             except NotFound:
@@ -360,7 +363,12 @@ class Binder:
         allocate it again right after the status write (then the finalizer must stay). Conflicts are
         retried from a fresh GET."""
         meta = claim["metadata"]
-        for _ in range(_CAS_ATTEMPTS):
+        async for attempt in conflict_attempts(_CAS_ATTEMPTS):
+            if attempt:  # after a Conflict and the backoff: decide again from fresh state
+                try:
+                    claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
+                except NotFound:
+                    return
             finalizers = claim["metadata"].get("finalizers") or []
             if FINALIZER not in finalizers or (claim.get("status") or {}).get("allocation"):
                 return
@@ -371,9 +379,6 @@ class Binder:
                                       field_manager=self.field_manager)
                 return
             except Conflict:
-                try:
-                    claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
-                except NotFound:
-                    return
+                continue
         raise WriteFailed("too many conflicts removing the finalizer",
                           claim=f"{meta['namespace']}/{meta['name']}")

@@ -12,6 +12,7 @@ from typing import Any
 from draflow_runtime.errors import ApiError, Conflict, NotFound, TransportError
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from draflow_runtime.log import get_logger
+from draflow_runtime.retry import conflict_attempts
 
 from .assume import AssumeCache
 from .binder import Binder, ClaimPlan, PodPlan, WriteFailed
@@ -64,7 +65,7 @@ async def delete_claim(binder: Binder, claim: Mapping[str, Any]) -> None:
     """Deallocate (allocation, reservedFor, devices, finalizer) and delete ``claim`` with a UID
     precondition. Idempotent: a claim already gone or replaced by another UID is left alone."""
     meta = claim["metadata"]
-    for _ in range(_ATTEMPTS):
+    async for _ in conflict_attempts(_ATTEMPTS):
         try:
             fresh = await binder.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
             if fresh["metadata"].get("uid") != meta.get("uid"):
