@@ -64,6 +64,10 @@ endif
 up: sync binaries ## The main job: the real local environment (and the services and demo); Ctrl-C stops it
 	@$(UV) run --frozen draflow-testenv up --nodes $(NODES)
 
+.PHONY: up-node
+up-node: sync binaries-node ## A real one-node cluster here (kubelet, containerd; root) with draflow from overlays/e2e; Ctrl-C stops it
+	@$(UV) run --frozen draflow-testenv up --real-node
+
 .PHONY: down
 down: ## Stop everything `make up` started and remove its state
 	@$(UV) run --frozen draflow-testenv down

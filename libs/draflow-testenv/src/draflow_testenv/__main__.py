@@ -2,6 +2,9 @@
 
     draflow-testenv up [--state-dir DIR] [--nodes N] [--gpus G] [--env-only]
                                                        # start; print addresses; Ctrl-C / SIGTERM stops
+    draflow-testenv up --real-node [--state-dir DIR] [--env-only]
+                                                       # a real one-node cluster (kubelet, containerd; root)
+                                                       # with draflow installed from overlays/e2e
     draflow-testenv down [--state-dir DIR]             # stop a running `up` (recorded PIDs), remove state
     draflow-testenv demo [--state-dir DIR] [--timeout S]
                                                        # apply deploy/demo to a running `up` (with services
@@ -9,7 +12,8 @@
                                                        # pod that fits is Running
 
 ``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown:
-unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo).
+unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo), or with
+``--real-node`` (a ``ClusterEnvironment``) draflow installed from ``deploy/kustomize/overlays/e2e``.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import shutil
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 
@@ -55,6 +59,24 @@ def _summary(env: Environment) -> str:
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
 
+@contextlib.asynccontextmanager
+async def _installed(env: Environment) -> AsyncIterator[object]:
+    from draflow_testenv import deploy_e2e
+    from draflow_testenv.cluster import ClusterEnvironment
+    from draflow_testenv.wait import eventually
+
+    assert isinstance(env, ClusterEnvironment)
+    objects = await deploy_e2e.install(env)
+    await eventually(lambda: deploy_e2e.workloads_ready(env), timeout=300, interval=1.0,
+                     what="draflow's workloads Ready")
+    _print(f"draflow-testenv: draflow installed ({len(objects)} objects), node {env.node.name} Ready")
+    yield objects
+
+
+def _install_draflow(env: Environment, args: argparse.Namespace) -> AbstractAsyncContextManager[object]:
+    return _installed(env)
+
+
 def _state_dir(args: argparse.Namespace) -> Path:
     return Path(args.state_dir or default_state_dir()).resolve()
 
@@ -64,7 +86,13 @@ async def _up(args: argparse.Namespace, state: Path) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    env = Environment(state, nodes=args.nodes)
+    env: Environment
+    if args.real_node:
+        from draflow_testenv.cluster import ClusterEnvironment
+
+        env = ClusterEnvironment(state)
+    else:
+        env = Environment(state, nodes=args.nodes)
     async with AsyncExitStack() as stack:
         _print(f"draflow-testenv: starting in {state} (logs in {env.logs_dir}) ...")
         if not await _until_stopped(stop, env.start()):
@@ -150,6 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--nodes", type=int, default=4, help="number of simulated nodes (used by later steps)")
     up.add_argument("--gpus", type=int, default=8, help="fake GPUs per simulated node")
     up.add_argument("--env-only", action="store_true", help="only the servers: no services, no demo")
+    up.add_argument("--real-node", action="store_true",
+                    help="a real cluster: controller-manager, scheduler, containerd and a kubelet (root), "
+                         "draflow installed from deploy/kustomize/overlays/e2e")
     down = sub.add_parser("down", help="stop a running `up` and remove its state")
     down.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
     demo = sub.add_parser("demo", help="apply the demo workload to a running `up`, wait until it runs")
@@ -165,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
         _print(f"an environment is already running from {state}; run `draflow-testenv down` first")
         return 1
     shutil.rmtree(state, ignore_errors=True)  # every `up` starts from a fresh cluster
-    if not args.env_only:
+    if args.real_node and not args.env_only:
+        STEPS.append(("install draflow from deploy/kustomize/overlays/e2e", _install_draflow))
+    elif not args.env_only:
         from draflow_testenv import flow
 
         STEPS.extend(step for step in flow.STEPS if step not in STEPS)

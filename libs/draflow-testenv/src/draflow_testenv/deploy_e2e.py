@@ -115,3 +115,15 @@ async def install(env: ClusterEnvironment) -> list[dict[str, Any]]:
     finally:
         await kube.close()
     return objects
+
+
+WORKLOADS = frozenset({"claim-controller", "structured-allocator", "slice-publisher", "reference-driver"})
+
+
+async def workloads_ready(env: ClusterEnvironment) -> bool:
+    """Each of the overlay's four workloads has a Ready pod (pods carry their service's name label)."""
+    pods = (await env.admin.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+    ready = {p["metadata"].get("labels", {}).get("app.kubernetes.io/name") for p in pods
+             if any(c["type"] == "Ready" and c["status"] == "True"
+                    for c in p.get("status", {}).get("conditions", []))}
+    return ready >= WORKLOADS
