@@ -265,6 +265,11 @@ async def test_sim_overlay_runs_the_node_agents_as_one_fleet_with_the_simulated_
         assert {"name": fleet_volume, "mountPath": "/var/lib/draflow/fleet"} in c["volumeMounts"]
     shim = env_of(containers["kubelet-dra-shim"])
     assert shim["DRAFLOW_KUBELET_DRA_SHIM_SIMULATE_KUBELET"]["value"] == "true"
+    # Only simulated nodes wipe slices slice-publisher did not write (a real node's late driver keeps them).
+    wipe = "DRAFLOW_SLICE_PUBLISHER_WIPE_FOREIGN_SLICES"
+    assert env_of(containers["slice-publisher"])[wipe]["value"] == "true"
+    real = [o for name in OVERLAYS if name != "sim" for o in built[name]]
+    assert not [c for _, c in draflow_containers(real) if wipe in env_of(c)]
     driver = env_of(containers["reference-driver"])
     assert shim["DRAFLOW_KUBELET_DRA_SHIM_NODE_COUNT"]["valueFrom"] == \
         driver["DRAFLOW_REFERENCE_DRIVER_NODE_COUNT"]["valueFrom"]

@@ -51,6 +51,8 @@ def test_every_service_accepts_its_command_line(name: str) -> None:
         assert (settings.node_count, settings.node_name_prefix) == (4, "sim-")
     if name != "claim-controller" and name != "structured-allocator":
         assert settings.fleet_root == fleet_root(state) == str(state / "fleet")
+    if name == "slice-publisher":
+        assert settings.wipe_foreign_slices  # simulated nodes: leftovers of any writer go
 
 
 def test_a_deep_state_dir_gets_a_short_fleet_root_for_the_socket_paths(tmp_path: Path) -> None:

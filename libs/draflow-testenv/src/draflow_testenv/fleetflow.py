@@ -83,7 +83,7 @@ class ServiceFlow:
         runs = [
             ("reference-driver", [*fleet_nodes, "--gpu-count", str(self.gpus)]),
             ("kubelet-dra-shim", fleet_nodes),
-            ("slice-publisher", ["--fleet-root", str(fleet)]),
+            ("slice-publisher", ["--fleet-root", str(fleet), "--wipe-foreign-slices"]),
             ("claim-controller", ["--namespace", self.ns]),
             ("structured-allocator", ["--scheduler-names", self.scheduler]),
         ]

@@ -21,9 +21,10 @@ Driver life cycle per (node, driver):
   ``driver_gone_grace``; the wipe forgets the state, so the pools' reconciles delete their slices;
 - UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone").
 
-Start-up: slices of drivers that did not register within ``startup_grace`` are deleted once (managed
-slices through their pools' reconciles, other slices of the node directly, with preconditions). Until
-then a pool without driver state is not touched, so restarting the publisher never churns slices.
+Start-up: managed slices of drivers that did not register within ``startup_grace`` are deleted once,
+through their pools' reconciles; other slices of the node only with ``wipe_foreign_slices`` (directly, with
+preconditions). Until then a pool without driver state is not touched, so restarting the publisher never
+churns slices.
 """
 
 from __future__ import annotations
@@ -454,9 +455,9 @@ class Publisher:
             for sl in self.slices.by_index("byPublisherNode", node_label_value(node)):
                 if (node, sl["spec"]["driver"]) not in self._drivers:
                     self.queue.add((node, sl["spec"]["driver"], sl["spec"]["pool"]["name"]))
-        # Other slices of the node (an earlier publisher, a kubelet): ours to remove unless their driver
-        # is registered and publishes for itself.
-        for node in nodes:
+        # Other slices of the node (another driver's, a kubelet's) are not ours: removed only on request
+        # (simulated nodes), and then not those of a registered driver that publishes for itself.
+        for node in nodes if self.settings.wipe_foreign_slices else ():
             try:
                 await self._delete_foreign(node, registered, self_publishing)
             except Exception as exc:

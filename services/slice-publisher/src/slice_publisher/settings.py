@@ -34,6 +34,12 @@ class PublisherSettings(NodeSettings):
         ge=0,
         description="Seconds after start-up before slices of drivers that did not register are deleted.",
     )
+    wipe_foreign_slices: bool = Field(
+        False,
+        description="Start-up: also delete the served nodes' slices not written by slice-publisher whose "
+        "driver did not register (simulated nodes only: on a real node a late driver would lose its "
+        "own slices).",
+    )
     driver_gone_grace: float = Field(
         30.0,
         ge=0,

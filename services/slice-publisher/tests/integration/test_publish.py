@@ -145,7 +145,44 @@ async def test_unhealthy_devices_are_tainted_and_untainted(harness: Harness) -> 
     await eventually(lambda: _when(h, lambda s: len(s) == 1 and unhealthy(s) == []))
 
 
-async def test_startup_removes_slices_of_drivers_that_did_not_come_back(harness: Harness) -> None:
+def foreign_slice(h: Harness, driver: str) -> dict:
+    """A slice slice-publisher did not write (no managed-by label), for a driver that never registers."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{h.dirs.node}-{driver.split('.')[0]}"},
+        "spec": {
+            "driver": driver,
+            "nodeName": h.dirs.node,
+            "devices": [{"name": "dev-0"}],
+            "pool": {"name": h.dirs.node, "generation": 1, "resourceSliceCount": 1},
+        },
+    }
+
+
+async def test_foreign_slices_survive_a_publisher_restart_by_default(harness: Harness) -> None:
+    """A self-publishing driver that registers late (or never) keeps its slices: they are not ours."""
+    h = harness
+    proc = await h.start_driver()
+    pub = await h.start_publisher()
+    await wait_shape(h, [8], generation=1)
+    await h.stop_publisher(pub)
+    await proc.kill()  # our managed pool loses its driver too: its slices still go
+    foreign = await h.kube.create(RESOURCE_SLICES, foreign_slice(h, "late.example.com"))
+    again = await h.start_publisher()
+    await eventually(lambda: _when(h, lambda s: [x["spec"]["driver"] for x in s] == ["late.example.com"]),
+                     timeout=20)
+    await asyncio.wait_for(again.startup_cleaned.wait(), timeout=20)
+    left = await h.slices()
+    assert [(s["metadata"]["uid"], s["metadata"]["resourceVersion"]) for s in left] == [
+        (foreign["metadata"]["uid"], foreign["metadata"]["resourceVersion"])
+    ]
+    assert again.stats.deleted == 1
+
+
+async def test_startup_with_wipe_foreign_slices_removes_slices_of_drivers_that_did_not_come_back(
+    harness: Harness,
+) -> None:
     h = harness
     proc = await h.start_driver()
     pub = await h.start_publisher()
@@ -153,22 +190,9 @@ async def test_startup_removes_slices_of_drivers_that_did_not_come_back(harness:
     await h.stop_publisher(pub)
     await proc.kill()
     # A slice some earlier writer left for a driver that is not installed any more.
-    await h.kube.create(
-        RESOURCE_SLICES,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceSlice",
-            "metadata": {"name": f"{h.dirs.node}-old"},
-            "spec": {
-                "driver": "old.example.com",
-                "nodeName": h.dirs.node,
-                "devices": [],
-                "pool": {"name": h.dirs.node, "generation": 1, "resourceSliceCount": 1},
-            },
-        },
-    )
+    await h.kube.create(RESOURCE_SLICES, foreign_slice(h, "old.example.com"))
     started = time.monotonic()
-    again = await h.start_publisher(startup_grace=2.0)
+    again = await h.start_publisher(startup_grace=2.0, wipe_foreign_slices=True)
     await asyncio.sleep(1.0)
     assert len(await h.slices()) == 2  # nothing removed within the grace
     await eventually(lambda: _when(h, lambda s: len(s) == 0, empty_ok=True), timeout=20)
