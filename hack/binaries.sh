@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Build (once) and cache the infrastructure binaries draflow runs locally:
 #   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt
-# and, for a real node (`hack/binaries.sh ensure-node`, see NODE_SET below): kubelet, kube-scheduler,
-# kube-controller-manager, containerd (with containerd-shim-runc-v2 and ctr beside it) and the CNI plugins
-# bridge, host-local and loopback, plus the Debian packages hack/node-packages.sh installs (runc, mmdebstrap, umoci).
 # and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
-# (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources).
+# (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources);
+# and, for a real node (`hack/binaries.sh ensure-node`, NODE_SET below, at the lowest CPU priority):
+# kubelet, kube-scheduler, kube-controller-manager, containerd (containerd-shim-runc-v2 and ctr beside it),
+# the CNI plugins bridge, host-local and loopback (one directory), draflow's hack/pause (version: a hash of
+# its sources), plus the Debian packages hack/node-packages.sh installs (runc, mmdebstrap, umoci, iptables).
 # Each is built from Go modules and cached by name and version under
 #   ${DRAFLOW_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/draflow}/bin/<name>-<version>/<name>
 # so fresh clones and CI runs reuse them.
