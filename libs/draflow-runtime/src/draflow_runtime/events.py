@@ -3,6 +3,9 @@
 The same (object, type, reason, message) recorded again within ``window`` seconds increments ``count``
 and ``lastTimestamp`` of the existing Event with a merge patch instead of creating a new one.
 Recording never raises: failures are logged (an Event is a courtesy, never a reason to fail a reconcile).
+Recordings of one (object, type, reason, message) run one after the other (so a repeat patches the Event
+the first one created, and no count is lost); everything else runs concurrently: a slow or throttled
+write about one object never holds up Events about others.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ import asyncio
 import socket
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -40,6 +45,24 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _describe(obj: dict[str, Any], type: str, reason: str,
+              message: str) -> tuple[dict[str, str], str, tuple[str, ...]]:
+    """``involvedObject``, the Event's namespace and the de-duplication key of one recording."""
+    meta = obj.get("metadata") or {}
+    involved = {
+        "kind": obj.get("kind", ""),
+        "apiVersion": obj.get("apiVersion", ""),
+        "name": meta.get("name", ""),
+        "namespace": meta.get("namespace", ""),
+        "uid": meta.get("uid", ""),
+    }
+    involved = {k: v for k, v in involved.items() if v}
+    namespace = meta.get("namespace") or "default"
+    cache_key = (involved.get("kind", ""), namespace, involved.get("name", ""),
+                 involved.get("uid", ""), type, reason, message)
+    return involved, namespace, cache_key
+
+
 class EventRecorder:
     """Records Events about objects for ``component`` (``source.component``/``reportingComponent``).
 
@@ -59,7 +82,8 @@ class EventRecorder:
         self.host = host if host is not None else socket.gethostname()
         self._window = window
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
-        self._lock = asyncio.Lock()
+        # One lock per cache key while it is in use (count of holders and waiters), dropped after.
+        self._locks: dict[tuple[str, ...], tuple[asyncio.Lock, int]] = {}
 
     async def event(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
         """Record ``type`` (``Normal``/``Warning``) ``reason``: ``message`` about ``obj``.
@@ -68,24 +92,28 @@ class EventRecorder:
         them). Never raises.
         """
         try:
-            async with self._lock:
-                await self._record(obj, type, reason, message)
+            involved, namespace, cache_key = _describe(obj, type, reason, message)
+            async with self._key_lock(cache_key):
+                await self._record(involved, namespace, cache_key, type, reason, message)
         except Exception:
             log.warning("event not recorded", reason=reason, event_message=message, exc_info=True)
 
-    async def _record(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
-        meta = obj.get("metadata") or {}
-        involved = {
-            "kind": obj.get("kind", ""),
-            "apiVersion": obj.get("apiVersion", ""),
-            "name": meta.get("name", ""),
-            "namespace": meta.get("namespace", ""),
-            "uid": meta.get("uid", ""),
-        }
-        involved = {k: v for k, v in involved.items() if v}
-        namespace = meta.get("namespace") or "default"
-        cache_key = (involved.get("kind", ""), namespace, involved.get("name", ""),
-                     involved.get("uid", ""), type, reason, message)
+    @asynccontextmanager
+    async def _key_lock(self, key: tuple[str, ...]) -> AsyncIterator[None]:
+        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+    async def _record(self, involved: dict[str, str], namespace: str, cache_key: tuple[str, ...],
+                      type: str, reason: str, message: str) -> None:
         now, mono = _now(), time.monotonic()
         seen = self._seen.get(cache_key)
         if seen is not None and mono - seen.last_seen <= self._window:
@@ -96,7 +124,8 @@ class EventRecorder:
                 )
                 seen.count += 1
                 seen.last_seen = mono
-                self._seen.move_to_end(cache_key)
+                if cache_key in self._seen:  # other keys' recordings may have evicted it meanwhile
+                    self._seen.move_to_end(cache_key)
                 return
             except NotFound:
                 pass  # expired by the API server's event TTL: create a new one
