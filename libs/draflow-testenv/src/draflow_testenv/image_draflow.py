@@ -16,12 +16,14 @@ same with Debian parts instead of the ``python:<v>-slim-bookworm`` base image:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -166,4 +168,10 @@ def _finish(rootfs: Path, plan: DraflowImagePlan, out: Path) -> Path:
         f.write(f"{name}:x:{uid}:{gid}::/nonexistent:/sbin/nologin\n")
     for cache in (rootfs / "var" / "cache" / "apt", rootfs / "var" / "lib" / "apt" / "lists"):
         shutil.rmtree(cache, ignore_errors=True)
-    return oci_archive(rootfs, DRAFLOW_IMAGE, out, config=plan.image_config(), owners={"app/.venv": uid})
+    archive = oci_archive(rootfs, DRAFLOW_IMAGE, out, config=plan.image_config(), owners={"app/.venv": uid})
+    # Each is ~400 MB: drop those of other sources unused for an hour (not one a parallel run may import).
+    for old in out.parent.glob("draflow-*.tar"):
+        with contextlib.suppress(OSError):
+            if old != archive and time.time() - old.stat().st_mtime > 3600:
+                old.unlink()
+    return archive
