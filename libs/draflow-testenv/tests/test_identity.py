@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from draflow_runtime.errors import Forbidden
+from draflow_runtime.errors import Forbidden, NotFound
 from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 from draflow_testenv.identity import (
     IDENTITIES,
@@ -88,7 +88,10 @@ async def test_an_installed_identity_may_do_what_its_rbac_grants_and_nothing_els
     who = await install_identity(testenv, kube, "reference-driver", ns)
     try:
         assert who.username == f"system:serviceaccount:{ns}:reference-driver"
-        await who.kube.list(RESOURCE_CLAIMS, ns)  # granted: get, list
+        with pytest.raises(NotFound):  # granted: get (the claim does not exist, so 404, not 403)
+            await who.kube.get(RESOURCE_CLAIMS, "no-such-claim", ns)
+        with pytest.raises(Forbidden):  # not granted since the driver's list was dropped (issue 16)
+            await who.kube.list(RESOURCE_CLAIMS, ns)
         with pytest.raises(Forbidden):
             await who.kube.list(PODS, ns)
         with pytest.raises(Forbidden):
