@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from draflow_runtime.devicetaints import tolerates  # core/v1 ToleratesTaint; node tolerations match alike
+
 from .cel_env import CelRuntimeError, CompiledSelector
 from .pools import PreparedDevice
 from .requests import RequestData
@@ -72,20 +74,6 @@ def selectable(rd: RequestData, device: PreparedDevice, claim: str) -> bool:
     return _check(rd.class_selectors, device, rd, claim, True) and _check(
         rd.selectors, device, rd, claim, False
     )
-
-
-def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    """core/v1 ``Toleration.ToleratesTaint``; DRA device tolerations and node tolerations match alike."""
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    op = toleration.get("operator") or "Equal"
-    if op == "Equal":
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return op == "Exists"
 
 
 def taint_blocks(device: PreparedDevice, tolerations: Sequence[Mapping[str, Any]]) -> bool:
