@@ -153,7 +153,7 @@ async def test_a_crash_after_the_claim_was_written_leaves_no_device_held_twice(k
     async def crash(plan: PodPlan) -> None:
         crashed.set()
         kit.task_of(first).cancel()  # the whole allocator dies after the status write, before binding
-        await asyncio.sleep(3600)
+        await asyncio.Event().wait()  # blocks until the cancellation above reaches this task
 
     first = await kit.start(hooks=Hooks(after_status_write=crash))
     pod = await _pod(kit, "p0", "dra", {resource: "2"})

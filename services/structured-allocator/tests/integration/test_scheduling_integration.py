@@ -73,7 +73,7 @@ async def test_crash_between_status_write_and_bind_loses_and_duplicates_nothing(
     async def crash(plan: PodPlan) -> None:
         crashed.set()
         kit.task_of(first).cancel()  # the whole allocator dies right after the status write
-        await asyncio.sleep(3600)
+        await asyncio.Event().wait()  # blocks until the cancellation above reaches this task
 
     first = await kit.start(hooks=Hooks(after_status_write=crash))
     await kit.template_pod("p0", "one-gpu")
