@@ -189,7 +189,8 @@ class Decider:
         unsupported = None if only_node else unsupported_reason(pod)
         if unsupported:
             return Unschedulable(PodExplanation(pod_key, [], waiting=unsupported))
-        extended = None if only_node else self._extended(pod)
+        demand = pod_demand(pod)  # once per decision: node fit and the extended resources
+        extended = None if only_node else self._extended(pod, demand)
         if extended is not None and extended.stale is not None:
             smeta = extended.stale["metadata"]
             return Unschedulable(PodExplanation(
@@ -234,7 +235,8 @@ class Decider:
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
         try:
-            best = await self._search(pod, to_allocate, fixed, explanation, only_node, cancelled, extended)
+            best = await self._search(pod, demand, to_allocate, fixed, explanation, only_node, cancelled,
+                                      extended)
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
@@ -251,10 +253,10 @@ class Decider:
                for c, a in zip(to_allocate, best.allocations[:len(to_allocate)], strict=True)]
         return Placement(node_name, allocated + new, ext)
 
-    def _extended(self, pod: Mapping[str, Any]) -> ExtendedDemand | None:
+    def _extended(self, pod: Mapping[str, Any], demand: PodDemand) -> ExtendedDemand | None:
         """The pod's requests of extended resources a DeviceClass maps (DRAExtendedResource, GA in
         1.37), or None."""
-        return extended_demand(pod, pod_demand(pod).requests, self.state.classes_by_name(),
+        return extended_demand(pod, demand.requests, self.state.classes_by_name(),
                                lambda index, value: self.state.claims.by_index(index, value))
 
     def _allocator(self) -> Allocator:
@@ -277,7 +279,7 @@ class Decider:
         explanation.node_reasons[f"search budget exhausted after {exc.steps} steps ({why})"] += 1
         return True
 
-    async def _search(self, pod: Mapping[str, Any], to_allocate: list[Mapping[str, Any]],
+    async def _search(self, pod: Mapping[str, Any], demand: PodDemand, to_allocate: list[Mapping[str, Any]],
                       fixed: list[Any], explanation: PodExplanation, only_node: str | None,
                       cancelled: Callable[[], bool] | None,
                       extended: ExtendedDemand | None = None) -> Candidate | None:
@@ -291,7 +293,6 @@ class Decider:
         for claim in to_allocate:
             n = _min_devices(claim)
             needed = None if n is None or needed is None else needed + n
-        demand = pod_demand(pod)
         names = [only_node] if only_node else state.node_names()
         explanation.nodes_total = len(names)
         feasible: list[Candidate] = []
