@@ -1,0 +1,369 @@
+"""deploy/: every service's RBAC on the real kube-apiserver.
+
+- Each service's RBAC applied for real (renamed into a test namespace), then SubjectAccessReviews: what its
+  README and code use is allowed, unrelated verbs are denied. (Each service's own integration tests also
+  run under its identity: the ``service_identity`` fixture, ``draflow_testenv.identity``.)
+- The five services as processes, each with the token of its own ServiceAccount and exactly the RBAC of
+  the sim overlay (applied for real into a test namespace): a pod with a ResourceClaimTemplate is given
+  a claim, a device and a node, is prepared (CDI spec written) and reaches Running on a simulated node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploy_kit import (
+    CONTROLLERS,
+    FIELD_MANAGER,
+    NODE_AGENTS,
+    REPO,
+    SERVICES,
+    env_prefix,
+)
+
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import (
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
+from draflow_testenv.identity import Discovery, apply, apply_order, delete_outside, relocate
+
+pytestmark = pytest.mark.integration
+
+
+# ------------------------------------------------------------------------------------------------ RBAC
+
+# What each service's code and README need, (verb, group, resource/subresource, where): "cluster" for
+# cluster-scoped resources and ClusterRole grants on namespaced ones (checked in namespace `default`),
+# "lease:<name>" for its leader-election Lease in its own namespace, "node-leases" for kube-node-lease.
+# resourceclaims/binding is the synthetic check of DRAResourceClaimGranularStatusAuthorization (on since
+# 1.36): a status write changing allocation or reservedFor also needs `<verb> resourceclaims/binding`.
+Grant = tuple[str, str, str, str]
+GRANTS: dict[str, list[Grant]] = {
+    "claim-controller": [
+        *[(v, "", "pods", "cluster") for v in ("get", "list", "watch", "delete")],
+        ("patch", "", "pods/status", "cluster"),
+        ("update", "", "pods/finalizers", "cluster"),
+        *[(v, "resource.k8s.io", "resourceclaims", "cluster")
+          for v in ("get", "list", "watch", "create", "patch", "delete")],
+        ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
+        ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
+        *[(v, "resource.k8s.io", "resourceclaimtemplates", "cluster") for v in ("get", "list", "watch")],
+        *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
+          for r in ("resourceslices", "devicetaintrules")],
+        ("patch", "resource.k8s.io", "devicetaintrules/status", "cluster"),
+        ("get", "", "nodes", "cluster"),
+        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
+        ("create", "coordination.k8s.io", "leases", "lease:"),
+        ("get", "coordination.k8s.io", "leases", "lease:claim-controller"),
+        ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
+    ],
+    "structured-allocator": [
+        *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
+        ("create", "", "pods/binding", "cluster"),
+        ("patch", "", "pods/status", "cluster"),
+        *[(v, "resource.k8s.io", "resourceclaims", "cluster")
+          for v in ("get", "list", "watch", "patch", "create", "delete")],
+        ("update", "resource.k8s.io", "resourceclaims/status", "cluster"),
+        ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
+        ("update", "resource.k8s.io", "resourceclaims/binding", "cluster"),
+        ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
+        *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
+          for r in ("resourceslices", "deviceclasses", "devicetaintrules")],
+        *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
+        ("create", "", "events", "cluster"),
+        ("create", "coordination.k8s.io", "leases", "lease:"),
+        ("update", "coordination.k8s.io", "leases", "lease:structured-allocator"),
+    ],
+    "slice-publisher": [
+        *[(v, "resource.k8s.io", "resourceslices", "cluster")
+          for v in ("get", "list", "watch", "create", "update", "delete")],
+        *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
+    ],
+    "kubelet-dra-shim": [
+        *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
+        *[(v, "resource.k8s.io", "resourceclaims", "cluster") for v in ("get", "list", "watch")],
+        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
+    ],
+    "reference-driver": [
+        ("get", "resource.k8s.io", "resourceclaims", "cluster"),
+    ],
+}
+# Verbs a service must not have: each is a plausible mistake (a wider wildcard, a neighbour's job).
+DENIED: dict[str, list[Grant]] = {
+    "claim-controller": [  # pods delete is granted since device-taint eviction
+        ("update", "resource.k8s.io", "devicetaintrules", "cluster"), ("update", "", "nodes", "cluster"),
+        ("create", "", "pods/binding", "cluster"), ("create", "resource.k8s.io", "resourceslices", "cluster"),
+        ("get", "", "secrets", "cluster"), ("update", "coordination.k8s.io", "leases", "lease:other"),
+    ],
+    "structured-allocator": [
+        ("delete", "", "pods", "cluster"), ("update", "", "pods", "cluster"),
+        ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
+        ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
+        ("update", "resource.k8s.io", "resourceclaims", "cluster"),  # only patched; status is PUT
+    ],
+    "slice-publisher": [
+        ("get", "", "pods", "cluster"), ("update", "resource.k8s.io", "resourceclaims", "cluster"),
+        ("create", "", "nodes", "cluster"), ("get", "", "secrets", "cluster"),
+        ("patch", "resource.k8s.io", "resourceslices", "cluster"),  # PUT only
+        ("deletecollection", "resource.k8s.io", "resourceslices", "cluster"),  # one DELETE at a time
+    ],
+    "kubelet-dra-shim": [
+        ("create", "", "nodes", "cluster"), ("delete", "", "pods", "cluster"),
+        ("patch", "", "pods", "cluster"), ("patch", "", "pods/status", "cluster"),
+        ("patch", "resource.k8s.io", "resourceclaims/status", "cluster"),
+        ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
+        ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
+        ("create", "coordination.k8s.io", "leases", "node-leases"),
+    ],
+    "reference-driver": [
+        ("watch", "resource.k8s.io", "resourceclaims", "cluster"),
+        ("update", "resource.k8s.io", "resourceclaims/status", "cluster"),
+        ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "pods", "cluster"),
+        ("get", "", "secrets", "cluster"), ("list", "resource.k8s.io", "resourceclaims", "cluster"),
+    ],
+}
+# sim-fleet: the union of the node agents plus the simulated kubelet (Node, node Lease, pod lifecycle).
+GRANTS["sim-fleet"] = [
+    *GRANTS["slice-publisher"], *GRANTS["kubelet-dra-shim"], *GRANTS["reference-driver"],
+    ("get", "", "nodes", "cluster"), ("create", "", "nodes", "cluster"),
+    ("patch", "", "nodes/status", "cluster"),
+    ("patch", "", "pods", "cluster"), ("delete", "", "pods", "cluster"),
+    ("patch", "", "pods/status", "cluster"),
+    *[(v, "coordination.k8s.io", "leases", "node-leases") for v in ("create", "patch")],
+]
+DENIED["sim-fleet"] = [
+    ("delete", "", "nodes", "cluster"), ("get", "", "secrets", "cluster"),
+    ("create", "resource.k8s.io", "resourceclaims", "cluster"), ("create", "", "pods/binding", "cluster"),
+]
+
+
+VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+API_GROUPS = {
+    "pods": "", "nodes": "", "events": "", "leases": "coordination.k8s.io",
+    **{r: "resource.k8s.io" for r in ("resourceclaims", "resourceclaimtemplates", "resourceslices",
+                                       "deviceclasses", "devicetaintrules")},
+}
+SIMULATED_KUBELET_ONLY = "simulated kubelet only"
+
+
+def rbac_section(service: str) -> str:
+    """The body of the README's "## RBAC..." section ("" without README or section)."""
+    readme = REPO / "services" / service / "README.md"
+    text = readme.read_text() if readme.exists() else ""
+    section = re.search(r"^## RBAC.*?$(.*?)(?=^## |\Z)", text, flags=re.S | re.M)
+    return section.group(1) if section else ""
+
+
+def readme_grants(service: str) -> dict[str, list[Grant]]:
+    """What the service's README says it needs, by identity: the service's own, and "sim-fleet" for rows
+    marked "simulated kubelet only". Read from the RBAC section's table (| `resource` | verbs | why |) and
+    from ClusterRole/Role YAML blocks; prose is not parsed (the GRANTS table covers it)."""
+    readme = REPO / "services" / service / "README.md"
+    out: dict[str, list[Grant]] = {service: [], "sim-fleet": []}
+    if not readme.exists():
+        return out
+    text = readme.read_text()
+    for line in rbac_section(service).splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or not cells[0].startswith("`"):
+            continue
+        who = "sim-fleet" if SIMULATED_KUBELET_ONLY in " ".join(cells[2:]) else service
+        verbs = [v for v in re.findall(r"[a-z]+", cells[1]) if v in VERBS]
+        for resource in re.findall(r"`([a-z/]+)`", cells[0]):
+            group = API_GROUPS[resource.split("/")[0]]
+            for verb in verbs:
+                if resource == "leases":
+                    where = "node-leases" if "kube-node-lease" in cells[0] else (
+                        "lease:" if verb == "create" else f"lease:{service}")
+                else:
+                    where = "cluster"
+                out[who].append((verb, group, resource, where))
+    for block in re.findall(r"```ya?ml\n(.*?)```", text, flags=re.S):
+        for doc in yaml.safe_load_all(block):
+            if not isinstance(doc, dict) or doc.get("kind") not in ("ClusterRole", "Role"):
+                continue
+            where = "cluster" if doc["kind"] == "ClusterRole" else "lease:"
+            for rule in doc.get("rules", []):
+                if rule.get("resourceNames"):
+                    continue
+                for group in rule.get("apiGroups", [""]):
+                    for resource in rule.get("resources", []):
+                        out[service].extend((verb, group, resource, where) for verb in rule.get("verbs", []))
+    return out
+
+
+async def can(kube: KubeClient, ns: str, sa: str, grant: Grant) -> bool:
+    verb, group, resource, where = grant
+    resource, _, subresource = resource.partition("/")
+    attrs: dict[str, Any] = {"verb": verb, "group": group, "resource": resource, "subresource": subresource}
+    if where.startswith("lease:"):
+        attrs["namespace"] = ns
+        if where != "lease:":
+            attrs["name"] = where.removeprefix("lease:")
+    elif where == "node-leases":
+        attrs["namespace"] = "kube-node-lease"
+    elif resource not in ("nodes", "resourceslices", "deviceclasses", "devicetaintrules") and \
+            (resource, subresource) != ("resourceclaims", "binding"):  # the API server checks it cluster-wide
+        attrs["namespace"] = "default"
+    review = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": f"system:serviceaccount:{ns}:{sa}",
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{ns}", "system:authenticated"],
+            "resourceAttributes": attrs,
+        },
+    }
+    result = await kube.request("POST", "/apis/authorization.k8s.io/v1/subjectaccessreviews", body=review)
+    return bool(result["status"].get("allowed"))
+
+
+@pytest.mark.parametrize(("target", "sa"), [*((s, s) for s in SERVICES), ("sim", "sim-fleet")])
+async def test_service_account_gets_exactly_what_the_service_needs(
+    built: dict[str, list[dict[str, Any]]], kube: KubeClient,
+    make_namespace: Callable[..., Awaitable[str]], target: str, sa: str,
+) -> None:
+    ns = await make_namespace("rbac")
+    suffix = ns.rpartition("-")[2]
+    objs = relocate(built[target], ns, suffix)
+    discovery = Discovery(kube)
+    try:
+        for obj in sorted(objs, key=apply_order):
+            await apply(kube, discovery, obj, field_manager=FIELD_MANAGER)
+        if sa in SERVICES:
+            wanted = GRANTS[sa] + readme_grants(sa)[sa]
+        else:  # the fleet pod: the three node agents' READMEs, simulated-kubelet rows included
+            wanted = GRANTS[sa] + [
+                g for svc in NODE_AGENTS for rows in readme_grants(svc).values() for g in rows
+            ]
+        missing = [g for g in wanted if not await can(kube, ns, sa, g)]
+        deadline = asyncio.get_running_loop().time() + 10
+        while missing and asyncio.get_running_loop().time() < deadline:
+            # The RBAC authorizer reads roles from an informer: a fresh grant may take a moment to count.
+            await asyncio.sleep(0.2)
+            missing = [g for g in missing if not await can(kube, ns, sa, g)]
+        excess = [g for g in DENIED[sa] if await can(kube, ns, sa, g)]
+        assert (missing, excess) == ([], [])
+    finally:
+        await delete_outside(kube, discovery, objs, ns)
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_readme_rbac_tables_parse(service: str) -> None:
+    """Guards the parser above: a README that has an RBAC table yields rows (else its check is vacuous)."""
+    has_table = re.search(r"^\| `", rbac_section(service), flags=re.M)
+    grants = readme_grants(service)
+    assert bool(has_table) <= bool(grants[service]), grants
+
+
+# ------------------------------------------------------------------ the services under their own RBAC
+
+
+@pytest.mark.timeout(600)
+async def test_every_service_under_its_own_service_account_runs_a_pod_with_a_claim(
+    built: dict[str, list[dict[str, Any]]], testenv: Any, kube: KubeClient,
+    make_namespace: Callable[..., Awaitable[str]], run_service: Callable[..., Awaitable[Any]],
+) -> None:
+    """The happy path with no admin credentials anywhere: each process authenticates with a token of its
+    own ServiceAccount, bound only by this repository's RBAC (sim overlay: the node agents share the fleet
+    identity). Scoped so that it cannot touch other tests: claim-controller watches one namespace, the
+    allocator one scheduler name, the fleet serves one node with a unique name."""
+    ns = await make_namespace("e2e")
+    suffix = ns.rpartition("-")[2]
+    node = f"e2e-{suffix}-0"
+    scheduler = f"draflow-e2e-{suffix}"
+    device_class = f"e2e-{suffix}.gpu.draflow.example"
+    objs = relocate(built["sim"], ns, suffix)
+    objs.append({
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": device_class},
+        "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.draflow.example"'}}]},
+    })
+    discovery = Discovery(kube)
+    fleet = Path(tempfile.mkdtemp(prefix="dtf-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
+    procs = []
+    try:
+        for obj in sorted(objs, key=apply_order):
+            await apply(kube, discovery, obj, field_manager=FIELD_MANAGER)
+        bin_dir = Path(sys.executable).parent
+        runs = [
+            ("sim-fleet", ["reference-driver", "--node-count", "1", "--node-name-prefix", f"e2e-{suffix}-"]),
+            ("sim-fleet", ["kubelet-dra-shim", "--node-count", "1", "--node-name-prefix", f"e2e-{suffix}-"]),
+            ("sim-fleet", ["slice-publisher"]),
+            ("claim-controller", ["claim-controller", "--namespace", ns]),
+            ("structured-allocator", ["structured-allocator", "--scheduler-names", scheduler]),
+        ]
+        for sa, (service, *args) in runs:
+            argv = [str(bin_dir / service), *args, "--http-port", "0"]
+            if service in NODE_AGENTS:
+                argv += ["--fleet-root", str(fleet)]
+            if service in CONTROLLERS:
+                argv += ["--leader-elect", "--leader-election-namespace", ns]
+            procs.append(await run_service(
+                argv, env={env_prefix(service) + "NATS_URL": testenv.nats_url},
+                kubeconfig=await testenv.serviceaccount_kubeconfig(ns, sa), name=f"{service}-{suffix}",
+            ))
+        # The simulated kubelet registers the Node and reports it Ready (the test API server runs without the
+        # TaintNodesByCondition admission, as no node lifecycle controller would lift its not-ready taint).
+        for _ in range(120):
+            with contextlib.suppress(NotFound):
+                if (await kube.get(NODES, node)).get("status", {}).get("conditions"):
+                    break
+            await asyncio.sleep(0.5)
+        await kube.create(RESOURCE_CLAIM_TEMPLATES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "one-gpu"},
+            "spec": {"spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": device_class}}]}}},
+        }, namespace=ns)
+        await kube.create(PODS, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "gpu-job"},
+            "spec": {
+                "schedulerName": scheduler,
+                "nodeSelector": {"kubernetes.io/hostname": node},
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        }, namespace=ns)
+        pod: dict[str, Any] = {}
+        for _ in range(240):
+            pod = await kube.get(PODS, "gpu-job", namespace=ns)
+            if pod.get("status", {}).get("phase") == "Running":
+                break
+            dead = [p.name for p in procs if not p.running]
+            assert not dead, f"exited: {dead}; logs in {testenv.logs_dir}"
+            await asyncio.sleep(0.5)
+        else:
+            pytest.fail(f"pod not Running: {pod.get('spec', {}).get('nodeName')} {pod.get('status')}; "
+                        f"logs in {testenv.logs_dir}")
+        assert pod["spec"]["nodeName"] == node
+        (claim_status,) = pod["status"]["resourceClaimStatuses"]
+        claim = await kube.get(RESOURCE_CLAIMS, claim_status["resourceClaimName"], namespace=ns)
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert (result["driver"], result["pool"]) == ("gpu.draflow.example", node)
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+        # Prepared by the driver through the shim: the claim's CDI spec is on the (simulated) node.
+        assert [p.name for p in (fleet / node / "cdi").glob("*.json")] != []
+    finally:
+        for proc in reversed(procs):
+            await proc.stop()
+        shutil.rmtree(fleet, ignore_errors=True)
+        with contextlib.suppress(NotFound):
+            await kube.delete(NODES, node)
+        await kube.delete_collection(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}")
+        await delete_outside(kube, discovery, objs, ns)
