@@ -25,7 +25,7 @@ binaries-node: ## Build and cache the real-node set (kubelet, scheduler, control
 	@hack/binaries.sh ensure-node
 
 .PHONY: e2e
-e2e: sync binaries-node ## End to end on a real cluster of this machine: real kubelet + containerd (needs root)
+e2e: sync binaries binaries-node ## End to end on a real cluster of this machine: real kubelet + containerd (needs root)
 	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e $(PYTEST_ARGS)
 
 .PHONY: protos
@@ -65,7 +65,7 @@ up: sync binaries ## The main job: the real local environment (and the services 
 	@$(UV) run --frozen draflow-testenv up --nodes $(NODES)
 
 .PHONY: up-node
-up-node: sync binaries-node ## A real one-node cluster here (kubelet, containerd; root) with draflow from overlays/e2e; Ctrl-C stops it
+up-node: sync binaries binaries-node ## A real one-node cluster here (kubelet, containerd; root) with draflow from overlays/e2e; Ctrl-C stops it
 	@$(UV) run --frozen draflow-testenv up --real-node
 
 .PHONY: down
