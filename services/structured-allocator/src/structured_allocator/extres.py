@@ -44,6 +44,7 @@ __all__ = [
     "ExtendedDemand",
     "claim_body",
     "class_mapping",
+    "delegated_to_dra",
     "dra_demand",
     "extended_claim_owner",
     "extended_demand",
@@ -86,10 +87,15 @@ def dra_demand(pod_requests: Mapping[str, int], mapping: Mapping[str, str]) -> d
     return {name: qty for name, qty in pod_requests.items() if qty > 0 and name in mapping}
 
 
+def delegated_to_dra(name: str, allocatable: Mapping[str, int]) -> bool:
+    """Upstream ``shouldDelegateResourceToDRA`` for a name a DeviceClass maps: the node does not
+    advertise it in allocatable (else a device plugin serves it, counted by node fit)."""
+    return allocatable.get(name, 0) <= 0
+
+
 def served_by_dra(demand: Mapping[str, int], allocatable: Mapping[str, int]) -> dict[str, int]:
-    """The part of ``demand`` a node must serve through DRA: names it does not advertise in
-    allocatable (a device plugin serves the others, counted by node fit)."""
-    return {name: qty for name, qty in demand.items() if allocatable.get(name, 0) <= 0}
+    """The part of ``demand`` a node must serve through DRA (:func:`delegated_to_dra`)."""
+    return {name: qty for name, qty in demand.items() if delegated_to_dra(name, allocatable)}
 
 
 def _int_request(container: Obj, resource: str) -> int:

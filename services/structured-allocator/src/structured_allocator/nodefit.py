@@ -37,6 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 from .core.quantity import QuantityError, parse_quantity
+from .extres import delegated_to_dra
 
 __all__ = [
     "PORTS_IN_USE",
@@ -289,7 +290,7 @@ def fit_reasons(allocatable: Allocatable, used: NodeTotals, demand: PodDemand,
     requests = demand.requests
     for name in sorted(requests, key=lambda n: (n not in (CPU, MEMORY, EPHEMERAL_STORAGE), n)):
         want = requests[name]
-        if name in dra_names and allocatable.resources.get(name, 0) <= 0:
+        if name in dra_names and delegated_to_dra(name, allocatable.resources):
             continue
         if want > 0 and want > allocatable.resources.get(name, 0) - used.requested.get(name, 0):
             reasons.append(f"Insufficient {name}")
