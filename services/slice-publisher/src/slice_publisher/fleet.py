@@ -30,7 +30,6 @@ churns slices.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -38,7 +37,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from opentelemetry import trace
-from prometheus_client import Counter, Histogram
 
 from draflow_runtime.bus import EventBus
 from draflow_runtime.errors import Conflict, NotFound
@@ -46,9 +44,10 @@ from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.reconcile import Done, Runner
-from draflow_runtime.workqueue import WorkQueue, registered_collector
+from draflow_runtime.workqueue import WorkQueue
 from slice_publisher import events
 from slice_publisher.drivers import RegistryWatcher, fleet_dirs, single_node_dirs
+from slice_publisher.metrics import SLICES_CREATED, SLICES_DELETED, SLICES_UPDATED, SYNC_SECONDS
 from slice_publisher.pool_sync import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
@@ -63,26 +62,11 @@ from slice_publisher.pool_sync import (
 )
 from slice_publisher.settings import PublisherSettings
 from slice_publisher.splitter import DesiredPool, InvalidPool
+from slice_publisher.startup import startup_cleanup
 from slice_publisher.taints import Overlay, apply_overlay
 
 log = get_logger(__name__)
 TRACER_NAME = "slice_publisher"
-
-SLICES_CREATED: Counter = registered_collector(
-    Counter, "draflow_slice_publisher_slices_created_total", "ResourceSlices created.", ["driver"]
-)
-SLICES_UPDATED: Counter = registered_collector(
-    Counter, "draflow_slice_publisher_slices_updated_total", "ResourceSlices updated.", ["driver"]
-)
-SLICES_DELETED: Counter = registered_collector(
-    Counter, "draflow_slice_publisher_slices_deleted_total", "ResourceSlices deleted.", ["driver"]
-)
-SYNC_SECONDS: Histogram = registered_collector(
-    Histogram,
-    "draflow_slice_publisher_pool_sync_seconds",
-    "Duration of one pool sync (plan + writes).",
-    ["driver"],
-)
 
 PoolKey = tuple[str, str, str]  # (node, driver, pool)
 WRITE_MEMORY_SECONDS = 60.0
@@ -194,7 +178,7 @@ class Publisher:
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.runner.run(), name="slice-publisher-runner")
                 group.create_task(self.watcher.run(), name="slice-publisher-registry")
-                group.create_task(self._startup_cleanup(), name="slice-publisher-startup")
+                group.create_task(startup_cleanup(self), name="slice-publisher-startup")
         finally:
             self.queue.shutdown()
             for state in self._drivers.values():
@@ -437,60 +421,6 @@ class Publisher:
         SLICES_CREATED.labels(driver).inc(result.created)
         SLICES_UPDATED.labels(driver).inc(result.updated)
         SLICES_DELETED.labels(driver).inc(result.deleted)
-
-    # ------------------------------------------------------------------------------------- start-up
-
-    async def _startup_cleanup(self) -> None:
-        """After ``startup_grace``: delete slices of the served nodes whose driver did not register."""
-        await self.watcher.scanned.wait()
-        await asyncio.sleep(self.settings.startup_grace)
-        self._startup_done = True
-        nodes = set(self.watcher.nodes)
-        for node in nodes:
-            self._node_known(node)
-        registered = {(c.node, c.driver) for c in self.watcher.connections() if c.driver}
-        self_publishing = {k for k, s in self._drivers.items() if s.unimplemented}
-        # Managed slices: their pools' reconciles delete them (no driver state → desired None).
-        for node in nodes:
-            for sl in self.slices.by_index("byPublisherNode", node_label_value(node)):
-                if (node, sl["spec"]["driver"]) not in self._drivers:
-                    self.queue.add((node, sl["spec"]["driver"], sl["spec"]["pool"]["name"]))
-        # Other slices of the node (another driver's, a kubelet's) are not ours: removed only on request
-        # (simulated nodes), and then not those of a registered driver that publishes for itself.
-        for node in nodes if self.settings.wipe_foreign_slices else ():
-            try:
-                await self._delete_foreign(node, registered, self_publishing)
-            except Exception as exc:
-                log.warning("start-up clean-up failed", node=node, error=repr(exc))
-        log.info("start-up clean-up done", nodes=len(nodes), drivers=len(registered))
-        self.startup_cleaned.set()
-
-    async def _delete_foreign(
-        self, node: str, registered: set[tuple[str, str]], self_publishing: set[tuple[str, str]]
-    ) -> None:
-        lst = await self.kube.list(
-            RESOURCE_SLICES, field_selector=f"spec.nodeName={node}", label_selector=f"!{MANAGED_BY_LABEL}"
-        )
-        for sl in lst.get("items") or ():
-            driver = sl["spec"]["driver"]
-            if (node, driver) in self_publishing:
-                continue
-            meta = sl["metadata"]
-            with contextlib.suppress(NotFound, Conflict):
-                await self.kube.delete(
-                    RESOURCE_SLICES,
-                    meta["name"],
-                    preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
-                )
-                self.stats.deleted += 1
-                SLICES_DELETED.labels(driver).inc()
-                log.info(
-                    "removed slice of a driver we do not serve",
-                    node=node,
-                    driver=driver,
-                    slice=meta["name"],
-                    registered=(node, driver) in registered,
-                )
 
 
 def _int(rv: str | None) -> int:

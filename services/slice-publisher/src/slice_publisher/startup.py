@@ -1,0 +1,72 @@
+"""Start-up clean-up of the slice publisher (see the ``fleet`` module docstring for the rules)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from draflow_runtime.errors import Conflict, NotFound
+from draflow_runtime.kube import RESOURCE_SLICES
+from draflow_runtime.log import get_logger
+from slice_publisher.metrics import SLICES_DELETED
+from slice_publisher.pool_sync import MANAGED_BY_LABEL, node_label_value
+
+if TYPE_CHECKING:
+    from slice_publisher.fleet import Publisher
+
+log = get_logger(__name__)
+
+
+async def startup_cleanup(pub: Publisher) -> None:
+    """After ``startup_grace``: delete slices of the served nodes whose driver did not register."""
+    await pub.watcher.scanned.wait()
+    await asyncio.sleep(pub.settings.startup_grace)
+    pub._startup_done = True
+    nodes = set(pub.watcher.nodes)
+    for node in nodes:
+        pub._node_known(node)
+    registered = {(c.node, c.driver) for c in pub.watcher.connections() if c.driver}
+    self_publishing = {k for k, s in pub._drivers.items() if s.unimplemented}
+    # Managed slices: their pools' reconciles delete them (no driver state → desired None).
+    for node in nodes:
+        for sl in pub.slices.by_index("byPublisherNode", node_label_value(node)):
+            if (node, sl["spec"]["driver"]) not in pub._drivers:
+                pub.queue.add((node, sl["spec"]["driver"], sl["spec"]["pool"]["name"]))
+    # Other slices of the node (another driver's, a kubelet's) are not ours: removed only on request
+    # (simulated nodes), and then not those of a registered driver that publishes for itself.
+    for node in nodes if pub.settings.wipe_foreign_slices else ():
+        try:
+            await _delete_foreign(pub, node, registered, self_publishing)
+        except Exception as exc:
+            log.warning("start-up clean-up failed", node=node, error=repr(exc))
+    log.info("start-up clean-up done", nodes=len(nodes), drivers=len(registered))
+    pub.startup_cleaned.set()
+
+
+async def _delete_foreign(
+    pub: Publisher, node: str, registered: set[tuple[str, str]], self_publishing: set[tuple[str, str]]
+) -> None:
+    lst = await pub.kube.list(
+        RESOURCE_SLICES, field_selector=f"spec.nodeName={node}", label_selector=f"!{MANAGED_BY_LABEL}"
+    )
+    for sl in lst.get("items") or ():
+        driver = sl["spec"]["driver"]
+        if (node, driver) in self_publishing:
+            continue
+        meta = sl["metadata"]
+        with contextlib.suppress(NotFound, Conflict):
+            await pub.kube.delete(
+                RESOURCE_SLICES,
+                meta["name"],
+                preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
+            )
+            pub.stats.deleted += 1
+            SLICES_DELETED.labels(driver).inc()
+            log.info(
+                "removed slice of a driver we do not serve",
+                node=node,
+                driver=driver,
+                slice=meta["name"],
+                registered=(node, driver) in registered,
+            )
