@@ -6,7 +6,8 @@ deploys the service, the ServiceAccount and the roles bound to it taken from tha
 namespace's suffix, so parallel tests never share them), applied for real with server-side apply, then a
 real ServiceAccount token from the TokenRequest API. The service code under test gets a ``KubeClient``
 (or, for a subprocess, a kubeconfig) with that token and nothing else: a permission the RBAC lacks fails
-the test with the API server's 403, one the code does not need is caught by tests/integration/test_deploy_rbac.py.
+the test with the API server's 403, one the code does not need is caught by
+tests/integration/test_deploy_rbac.py.
 
 Node agents whose identity is node-scoped (slice-publisher: its ValidatingAdmissionPolicy) get a token bound
 to a pod on their node, the way the kubelet's projected token is; the API server then adds the
