@@ -42,12 +42,23 @@ import nats.js.errors
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import AckPolicy, ConsumerConfig, StorageType, StreamConfig
+from nats.js.api import StorageType, StreamConfig
 from nats.js.client import JetStreamContext
 from prometheus_client import Counter, Gauge
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
-from draflow_runtime.errors import DraflowError
+from draflow_runtime.busconsumer import PullConsumer
+from draflow_runtime.buserrors import (
+    _TRANSIENT,
+    BusError,
+    BusUnavailable,
+    NoResponders,
+    PublishRejected,
+    RemoteError,
+    RequestTimeout,
+    _is_rejection,
+    _rejected,
+)
 from draflow_runtime.log import get_logger
 from draflow_runtime.outbox import Outbox, OutboxMessage
 from draflow_runtime.tracing import attach, context_from_headers, detach, inject_into_headers
@@ -89,65 +100,6 @@ DELIVERED = Counter(
 )
 OUTBOX_DEPTH = Gauge("draflow_bus_outbox_depth", "Messages waiting in the outbox.", ["name"])
 
-_TRANSIENT = (nats.errors.Error, asyncio.TimeoutError, OSError)
-
-
-# --- errors -----------------------------------------------------------------------------------------------
-
-
-class BusError(DraflowError):
-    """A NATS operation failed; ``subject`` names what it was about."""
-
-    def __init__(self, message: str, *, subject: str = "") -> None:
-        super().__init__(message)
-        self.subject = subject
-
-
-class BusUnavailable(BusError):
-    """NATS is not connected (or disabled), or the connection broke during the call. Retryable."""
-
-
-class NoResponders(BusError):
-    """A request found no responder for its subject."""
-
-
-class RequestTimeout(BusError):
-    """A request got no reply within ``timeout`` seconds."""
-
-    def __init__(self, message: str, *, subject: str, timeout: float) -> None:
-        super().__init__(message, subject=subject)
-        self.timeout = timeout
-
-
-class RemoteError(BusError):
-    """The responder's handler raised; ``remote`` is its ``Draflow-Error`` header."""
-
-    def __init__(self, message: str, *, subject: str, remote: str) -> None:
-        super().__init__(message, subject=subject)
-        self.remote = remote
-
-
-class PublishRejected(BusError):
-    """JetStream refused the message with a 4xx API error (``code``, ``err_code``). Not retried."""
-
-    def __init__(self, message: str, *, subject: str, code: int | None, err_code: int | None) -> None:
-        super().__init__(message, subject=subject)
-        self.code = code
-        self.err_code = err_code
-
-
-def _is_rejection(exc: BaseException) -> bool:
-    return isinstance(exc, nats.js.errors.APIError) and exc.code is not None and 400 <= exc.code < 500
-
-
-def _rejected(exc: nats.js.errors.APIError, subject: str) -> PublishRejected:
-    return PublishRejected(
-        f"JetStream rejected the message: {exc.description}",
-        subject=subject,
-        code=exc.code,
-        err_code=exc.err_code,
-    )
-
 
 # --- subscriptions ----------------------------------------------------------------------------------------
 
@@ -158,65 +110,6 @@ class _SubSpec:
     callback: Callable[[Msg], Awaitable[None]]
     queue: str = ""
     sub: Subscription | None = None
-
-
-class PullConsumer:
-    """A durable JetStream pull consumer; created when NATS is reachable, re-created if it vanishes.
-
-    Messages are nats-py :class:`nats.aio.msg.Msg`: ``.data``, ``.headers`` (use
-    :func:`draflow_runtime.tracing.context_from_headers`), ``await .ack()``, ``.nak(delay)``, ``.term()``.
-    Ack policy is explicit: a message not acked within ``ack_wait`` is delivered again.
-    """
-
-    def __init__(
-        self, bus: EventBus, stream: str, durable: str, filter_subject: str, ack_wait: float
-    ) -> None:
-        self.stream = stream
-        self.durable = durable
-        self.filter_subject = filter_subject
-        self._bus = bus
-        self._config = ConsumerConfig(
-            durable_name=durable,
-            filter_subject=filter_subject,
-            ack_policy=AckPolicy.EXPLICIT,
-            ack_wait=ack_wait,
-        )
-        self._sub: JetStreamContext.PullSubscription | None = None
-
-    async def _subscription(self) -> JetStreamContext.PullSubscription:
-        if self._sub is None:
-            js = self._bus._jetstream()
-            self._sub = await js.pull_subscribe(
-                self.filter_subject, durable=self.durable, stream=self.stream, config=self._config
-            )
-        return self._sub
-
-    async def fetch(self, batch: int = 1, timeout: float = 5.0) -> list[Msg]:  # noqa: ASYNC109
-        """Up to ``batch`` messages, waiting at most about ``timeout`` seconds; [] when none arrived or
-        NATS is unreachable (never raises for those)."""
-        if not await self._bus.wait_connected(timeout):
-            return []
-        try:
-            sub = await self._subscription()
-            return await sub.fetch(batch, timeout=timeout)
-        except nats.errors.TimeoutError:
-            return []
-        except _TRANSIENT as exc:
-            log.warning(
-                "pull consumer fetch failed", stream=self.stream, durable=self.durable, error=repr(exc)
-            )
-            await self._reset()
-            return []
-
-    async def _reset(self) -> None:
-        sub, self._sub = self._sub, None
-        if sub is not None:
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
-
-    async def close(self) -> None:
-        """Stop pulling; the durable consumer stays on the server."""
-        await self._reset()
 
 
 # --- the bus ----------------------------------------------------------------------------------------------
