@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import pytest
 
-from draflow_runtime.gojson import dumps, dumps_recursive, format_float, yaml_safe
+from draflow_runtime.gojson import dumps, dumps_recursive, format_float, request_body, yaml_safe
 
 GO_VECTORS: list[tuple[str, Any, bytes]] = [
     ("compact, keys sorted", {"b": 1, "a": [1, 2], "c": {"z": None, "y": True}},
@@ -176,3 +176,10 @@ def test_yaml_safe_escapes_what_yaml_refuses_or_folds_and_nothing_else() -> None
 def test_yaml_safe_keeps_the_value(seed: int) -> None:
     for value in _values(seed, 300, floats=True):
         assert orjson.loads(yaml_safe(dumps(value))) == orjson.loads(dumps(value)), value
+
+
+def test_request_body_encodes_once() -> None:
+    assert request_body(b'{"a": 1}') == b'{"a": 1}'
+    assert request_body(bytearray(b"[]")) == b"[]"
+    assert request_body({"a": "<\x85"}) == b'{"a":"\\u003c\xc2\x85"}'
+    assert request_body({"a": "<\x85"}, yaml=True) == b'{"a":"\\u003c\\u0085"}'

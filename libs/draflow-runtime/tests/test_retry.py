@@ -23,6 +23,7 @@ from draflow_runtime.retry import (
     conflict_attempts,
     conflict_delay,
     throttle_delay,
+    throttle_retry_wait,
 )
 
 
@@ -157,3 +158,12 @@ async def test_a_429_that_names_no_wait_is_raised_at_once() -> None:
         await runner.cleanup()
     assert waits == []
     assert len(server.requests) == 1
+
+
+
+def test_only_a_429_is_retried_and_only_throttle_retries_times() -> None:
+    assert throttle_retry_wait(429, "2", None, 0) == 2.0
+    assert throttle_retry_wait(429, None, {"retryAfterSeconds": 1}, THROTTLE_RETRIES - 1) == 1.0
+    assert throttle_retry_wait(429, "2", None, THROTTLE_RETRIES) is None
+    assert throttle_retry_wait(429, None, None, 0) is None
+    assert throttle_retry_wait(503, "2", {"retryAfterSeconds": 1}, 0) is None

@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_recursive", "format_float", "yaml_safe"]
+__all__ = ["dumps", "dumps_recursive", "format_float", "request_body", "yaml_safe"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -91,6 +91,15 @@ def yaml_safe(data: bytes) -> bytes:
     (``control characters are not allowed``) or folds (U+0085 becomes a space) as ``\\u`` escapes. For
     server-side apply bodies (``application/apply-patch+yaml``), which the API server reads as YAML."""
     return _YAML_UNSAFE.sub(lambda m: b"\\u%04x" % ord(m.group().decode()), data)
+
+
+def request_body(body: Any, *, yaml: bool = False) -> bytes:
+    """The bytes of an API request body: ``bytes``/``bytearray`` as they are (already encoded), anything
+    else as canonical JSON (``yaml``: for a server-side apply, :func:`yaml_safe` as well)."""
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body)
+    data = dumps(body)
+    return yaml_safe(data) if yaml else data
 
 
 def _orjson_safe(obj: Any) -> bool:

@@ -35,7 +35,7 @@ from multidict import CIMultiDict
 
 from . import gojson
 from .errors import TransportError, api_error_from_status
-from .retry import THROTTLE_RETRIES, Sleep, throttle_delay
+from .retry import THROTTLE_RETRIES, Sleep, throttle_retry_wait
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -209,12 +209,7 @@ class KubeClient:
         data: bytes | None = None
         if body is not None:
             content_type = content_type or "application/json"
-            if isinstance(body, (bytes, bytearray)):
-                data = bytes(body)
-            elif content_type.startswith(_PATCH_CONTENT_TYPES["apply"]):
-                data = gojson.yaml_safe(gojson.dumps(body))
-            else:
-                data = gojson.dumps(body)
+            data = gojson.request_body(body, yaml=content_type.startswith(_PATCH_CONTENT_TYPES["apply"]))
             headers["Content-Type"] = content_type
         method, url, header_params, _, _ = await self._api.param_serialize(
             method=method,
@@ -275,10 +270,7 @@ class KubeClient:
             if resp.status < 400:
                 break
             err = api_error_from_status(resp.status, data)
-            # 429: API priority and fairness rejected the request before running it, so any verb can
-            # be sent again; wait as long as the server asked (bounded), as client-go does.
-            wait = throttle_delay(resp.headers.get("Retry-After"), err.details) \
-                if resp.status == 429 and attempt < THROTTLE_RETRIES else None
+            wait = throttle_retry_wait(resp.status, resp.headers.get("Retry-After"), err.details, attempt)
             if wait is None:
                 raise err
             log.info("request throttled, retrying", method=method, path=path, wait=wait, attempt=attempt + 1)

@@ -29,6 +29,7 @@ __all__ = [
     "conflict_attempts",
     "conflict_delay",
     "throttle_delay",
+    "throttle_retry_wait",
 ]
 
 CONFLICT_BASE_DELAY = 0.01
@@ -89,3 +90,14 @@ def throttle_delay(retry_after_header: str | None, details: Mapping[str, Any] | 
     if seconds is None:
         return None
     return min(max(seconds, 0.0), max_wait)
+
+
+def throttle_retry_wait(status: int, retry_after_header: str | None, details: Mapping[str, Any] | None,
+                        attempt: int, *, retries: int = THROTTLE_RETRIES) -> float | None:
+    """Seconds to wait before sending a failed request again (attempt ``attempt``, 0 = the first),
+    ``None``: do not retry here. Only a 429 is retried: API priority and fairness rejected the request
+    before running it, so any verb can be sent again; at most ``retries`` times, each after
+    :func:`throttle_delay` (as long as the server asked, bounded), as client-go does."""
+    if status != 429 or attempt >= retries:
+        return None
+    return throttle_delay(retry_after_header, details)
