@@ -78,7 +78,7 @@ async def test_a_slow_event_about_one_object_does_not_hold_up_events_about_other
 
     slow = [asyncio.create_task(recorder.event(objs["slow"], "Warning", "Slow", "same message"))
             for _ in range(3)]
-    await held.waiting.wait()
+    await asyncio.wait_for(held.waiting.wait(), timeout=60)  # the slow create has started
     # The old recorder serialised every Event behind one lock: this waited for the slow one forever.
     await asyncio.wait_for(recorder.event(objs["quick"], "Normal", "Quick", "not held up"), timeout=60)
     assert not any(task.done() for task in slow)
