@@ -90,4 +90,4 @@ async def test_a_slow_event_about_one_object_does_not_hold_up_events_about_other
     assert sorted(e["reason"] for e in events) == ["Quick", "Slow"]
     assert by_reason["Slow"]["count"] == 3  # the concurrent repeats still counted on one Event
     assert by_reason["Quick"]["count"] == 1
-    assert recorder._locks == {}  # no lock left behind per key
+    assert len(recorder._locks) == 0  # no lock left behind per key

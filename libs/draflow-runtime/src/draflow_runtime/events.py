@@ -10,12 +10,9 @@ write about one object never holds up Events about others.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -23,6 +20,7 @@ from typing import Any
 import structlog
 
 from .errors import NotFound
+from .keyedlocks import KeyedLocks
 from .kube import EVENTS, KubeClient
 
 __all__ = ["EventRecorder"]
@@ -83,7 +81,7 @@ class EventRecorder:
         self._window = window
         self._seen: OrderedDict[tuple[str, ...], _Seen] = OrderedDict()
         # One lock per cache key while it is in use (count of holders and waiters), dropped after.
-        self._locks: dict[tuple[str, ...], tuple[asyncio.Lock, int]] = {}
+        self._locks = KeyedLocks()  # per (object, type, reason, message)
 
     async def event(self, obj: dict[str, Any], type: str, reason: str, message: str) -> None:
         """Record ``type`` (``Normal``/``Warning``) ``reason``: ``message`` about ``obj``.
@@ -93,24 +91,10 @@ class EventRecorder:
         """
         try:
             involved, namespace, cache_key = _describe(obj, type, reason, message)
-            async with self._key_lock(cache_key):
+            async with self._locks.hold(cache_key):
                 await self._record(involved, namespace, cache_key, type, reason, message)
         except Exception:
             log.warning("event not recorded", reason=reason, event_message=message, exc_info=True)
-
-    @asynccontextmanager
-    async def _key_lock(self, key: tuple[str, ...]) -> AsyncIterator[None]:
-        lock, users = self._locks.get(key) or (asyncio.Lock(), 0)
-        self._locks[key] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._locks[key]
-            if users <= 1:
-                del self._locks[key]
-            else:
-                self._locks[key] = (lock, users - 1)
 
     async def _record(self, involved: dict[str, str], namespace: str, cache_key: tuple[str, ...],
                       type: str, reason: str, message: str) -> None:

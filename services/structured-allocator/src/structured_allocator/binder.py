@@ -23,7 +23,6 @@ nobody else uses). The special claim of extended resources backed by DRA: :mod:`
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +32,7 @@ from opentelemetry import trace
 from opentelemetry.context import Context
 
 from draflow_runtime.errors import ApiError, Conflict, DraflowError, NotFound, TransportError
+from draflow_runtime.keyedlocks import KeyedLocks
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.retry import conflict_attempts
@@ -138,7 +138,7 @@ class Binder:
         self.field_manager = field_manager
         self.tracer = tracer
         self.hooks = hooks or Hooks()
-        self._claim_locks: dict[str, tuple[asyncio.Lock, int]] = {}  # claim uid -> (lock, users)
+        self._claim_turns = KeyedLocks()  # by claim uid
 
     @contextlib.asynccontextmanager
     async def shared_claim_turn(self, plan: PodPlan) -> AsyncIterator[None]:
@@ -149,22 +149,8 @@ class Binder:
         uids = sorted({cp.uid for cp in plan.claims if cp.allocation is None and cp.reserve})
         async with contextlib.AsyncExitStack() as stack:
             for uid in uids:
-                await stack.enter_async_context(self._turn(uid))
+                await stack.enter_async_context(self._claim_turns.hold(uid))
             yield
-
-    @contextlib.asynccontextmanager
-    async def _turn(self, uid: str) -> AsyncIterator[None]:
-        lock, users = self._claim_locks.get(uid) or (asyncio.Lock(), 0)
-        self._claim_locks[uid] = (lock, users + 1)
-        try:
-            async with lock:
-                yield
-        finally:
-            lock, users = self._claim_locks[uid]
-            if users <= 1:
-                del self._claim_locks[uid]
-            else:
-                self._claim_locks[uid] = (lock, users - 1)
 
     # -- the pipeline --------------------------------------------------------------------------------
 
