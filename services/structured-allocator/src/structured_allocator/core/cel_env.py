@@ -156,30 +156,30 @@ class CompiledSelector:
 
     def matches(self, data: dict[str, Any]) -> bool:
         """Evaluate against a :func:`device_input` dict. Raises :class:`CelRuntimeError`."""
-        added: set[str] = set()
+        result = self.evaluate(data)
+        rtype = result.type()
+        if rtype == cel.Type.BOOL:
+            return bool(result.value())
+        raise CelRuntimeError(
+            self.expression, f"CEL result of type {rtype.name()} could not be converted to bool"
+        )
+
+    def evaluate(self, data: dict[str, Any]) -> Any:
+        """Evaluate against a :func:`device_input` dict and return the cel-cpp result, never an error
+        value: an unknown attribute/capacity domain reads as an empty map (the evaluation is retried
+        with it added, within one cost budget); any other error raises :class:`CelRuntimeError`."""
         meter().reset()  # one budget for the evaluation, unknown-domain retries included
         for _ in range(_MAX_DOMAIN_RETRIES + 1):
             result = self._eval(data)
-            rtype = result.type()
-            if rtype == cel.Type.BOOL:
-                return bool(result.value())
-            if rtype != cel.Type.ERROR:
-                raise CelRuntimeError(
-                    self.expression, f"CEL result of type {rtype.name()} could not be converted to bool"
-                )
+            if result.type() != cel.Type.ERROR:
+                return result
             message = str(result.value())
             if _ITERATIONS_EXCEEDED in message:
                 raise CelRuntimeError(self.expression, _ITERATIONS_MESSAGE)
             domain = _missing_key(message)
-            if (
-                domain is None
-                or domain in added
-                or domain in data["attributes"]
-                or domain in data["capacity"]
-            ):
+            if domain is None or domain in data["attributes"] or domain in data["capacity"]:
                 raise CelRuntimeError(self.expression, _clean_error(message))
             # An unknown domain reads as an empty map: add it and evaluate again.
-            added.add(domain)
             data = dict(data)
             data["attributes"] = {**data["attributes"], domain: {}}
             data["capacity"] = {**data["capacity"], domain: {}}

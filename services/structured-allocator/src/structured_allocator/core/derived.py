@@ -19,20 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cel_expr_python import cel
-
-from .cel_cost import meter
-from .cel_env import (
-    _ITERATIONS_EXCEEDED,
-    _ITERATIONS_MESSAGE,
-    _MAX_DOMAIN_RETRIES,
-    MAX_EXPRESSION_LENGTH,
-    CelCompileError,
-    CelRuntimeError,
-    CompiledSelector,
-    _clean_error,
-    _missing_key,
-)
+from .cel_env import MAX_EXPRESSION_LENGTH, CelCompileError, CelRuntimeError, CompiledSelector
 from .cel_lib import env as _env
 
 __all__ = ["DerivedExpression", "compile_derived"]
@@ -55,22 +42,7 @@ class DerivedExpression(CompiledSelector):
     def attribute(self, data: dict[str, Any]) -> dict[str, Any]:
         """The value as a ResourceSlice attribute dict (``{"string": ...}``, ``{"ints": [...]}``...).
         Raises :class:`CelRuntimeError`."""
-        meter().reset()
-        for _ in range(_MAX_DOMAIN_RETRIES + 1):
-            result = self._eval(data)
-            if result.type() != cel.Type.ERROR:
-                return _to_attribute(self.expression, result.value())
-            message = str(result.value())
-            if _ITERATIONS_EXCEEDED in message:
-                raise CelRuntimeError(self.expression, _ITERATIONS_MESSAGE)
-            domain = _missing_key(message)
-            if domain is None or domain in data["attributes"] or domain in data["capacity"]:
-                raise CelRuntimeError(self.expression, _clean_error(message))
-            # An unknown domain reads as an empty map, as in selectors.
-            data = dict(data)
-            data["attributes"] = {**data["attributes"], domain: {}}
-            data["capacity"] = {**data["capacity"], domain: {}}
-        raise CelRuntimeError(self.expression, "too many unknown domains")
+        return _to_attribute(self.expression, self.evaluate(data).value())
 
 
 def _scalar(value: Any) -> tuple[str, Any] | None:
