@@ -55,10 +55,14 @@ typecheck: sync ## mypy over every lib and service
 
 .PHONY: test
 test: sync binaries $(if $(filter 0,$(E2E)),,binaries-node) verify-protos verify-docs lint typecheck ## All tests: unit, integration (real apiserver, etcd, NATS, Jaeger), then e2e on a real node (E2E=0 skips it)
-	@$(UV) run --frozen pytest $(PYTEST_ARGS)
+	@$(UV) run --frozen pytest --durations=25 $(PYTEST_ARGS)
 ifneq ($(E2E),0)
 	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e
 endif
+
+.PHONY: test-unit
+test-unit: sync ## Unit tests only (seconds): no server, no built binary, no network; not marked integration/e2e
+	@$(UV) run --frozen pytest -m "not integration and not e2e" $(PYTEST_ARGS)
 
 .PHONY: up
 up: sync binaries ## The main job: the real local environment (and the services and demo); Ctrl-C stops it

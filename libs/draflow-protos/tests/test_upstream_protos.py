@@ -13,6 +13,8 @@ import pytest
 
 from draflow_testenv.binaries import repo_root
 
+pytestmark = pytest.mark.integration  # needs the Go toolchain and the pinned modules in its cache
+
 
 def _load() -> ModuleType:
     path = repo_root() / "hack" / "upstream_protos.py"

@@ -6,8 +6,12 @@ import types
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from draflow_testenv import deploy_e2e
 from draflow_testenv.node import NodeLayout
+
+pytestmark = pytest.mark.integration  # runs the pinned kustomize binary
 
 
 def _env(state_dir: Path) -> Any:

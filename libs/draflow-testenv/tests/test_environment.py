@@ -21,6 +21,7 @@ import yaml
 from draflow_testenv.binaries import version_of
 from draflow_testenv.environment import Environment
 from draflow_testenv.process import pid_alive
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -131,16 +132,14 @@ async def test_validating_admission_policy_denies_a_request(
     assert (await admin.call("POST",
                              "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
                              binding))[0] == 201
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # the policy reaches the admission plugin through an informer
-            cm = {"apiVersion": "v1", "kind": "ConfigMap",
-                  "metadata": {"name": f"forbidden-{uuid.uuid4().hex[:6]}"}}
-            status, body = await admin.call("POST", f"/api/v1/namespaces/{ns}/configmaps", cm)
-            if status != 201:
-                break
-            assert time.monotonic() < deadline, "the ValidatingAdmissionPolicy never denied"
-            await asyncio.sleep(0.2)
+    async def denied() -> tuple[int, Any] | None:
+        cm = {"apiVersion": "v1", "kind": "ConfigMap",
+              "metadata": {"name": f"forbidden-{uuid.uuid4().hex[:6]}"}}
+        status, body = await admin.call("POST", f"/api/v1/namespaces/{ns}/configmaps", cm)
+        return None if status == 201 else (status, body)
+
+    try:  # the policy reaches the admission plugin through an informer
+        status, body = await eventually(denied, 30, "the ValidatingAdmissionPolicy denies", interval=0.2)
         assert status == 422, body
         assert "no forbidden configmaps" in body["message"]
         ok = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "allowed"}}
@@ -213,27 +212,23 @@ async def test_jaeger_stores_a_trace_sent_over_otlp_http(testenv: Environment) -
     async with aiohttp.ClientSession() as http:
         async with http.post(testenv.otlp_http_endpoint + "/v1/traces", json=payload) as resp:
             assert resp.status == 200, await resp.text()
-        deadline = time.monotonic() + 20
-        while True:
+
+        async def stored() -> list[dict[str, Any]] | None:
             async with http.get(f"{testenv.jaeger_query_url}/api/traces/{trace_id}") as resp:
-                if resp.status == 200:
-                    spans = (await resp.json())["data"][0]["spans"]
-                    assert [s["operationName"] for s in spans] == ["probe"]
-                    break
-            assert time.monotonic() < deadline, "the trace never reached Jaeger's query API"
-            await asyncio.sleep(0.3)
+                return (await resp.json())["data"][0]["spans"] if resp.status == 200 else None
+
+        spans = await eventually(stored, 20, "the trace in Jaeger's query API", interval=0.3)
+        assert [s["operationName"] for s in spans] == ["probe"]
         async with http.get(testenv.jaeger_query_url + "/api/services") as resp:
             assert service in (await resp.json())["data"]
 
 
 async def test_run_service_passes_identity_and_logs(testenv: Environment, run_service) -> None:
+    # the child stands in for a service: it runs (sleeps) until stopped
     code = "import os, time; print('KUBECONFIG=' + os.environ['KUBECONFIG'], flush=True); time.sleep(60)"
     kubeconfig = testenv.user_kubeconfig("te-user")
     proc = await run_service([sys.executable, "-c", code], kubeconfig=kubeconfig, name="te-echo")
-    deadline = time.monotonic() + 10
-    while f"KUBECONFIG={kubeconfig}" not in proc.log_path.read_text():
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.1)
+    await eventually(lambda: f"KUBECONFIG={kubeconfig}" in proc.log_path.read_text(), 10, "its log line")
     assert proc.log_path.parent == testenv.logs_dir
     await proc.stop(grace=2)
     assert not pid_alive(proc.pid)

@@ -21,6 +21,8 @@ from draflow_testenv.identity import (
     uninstall_identity,
 )
 
+pytestmark = pytest.mark.integration  # kustomize builds; the last two also the real kube-apiserver
+
 
 def _names(objs: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
     return {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objs}
@@ -80,7 +82,6 @@ async def test_relocation_moves_draflow_system_and_suffixes_everything_shared() 
         assert binding["subjects"][0]["namespace"] == "t-abc"
 
 
-@pytest.mark.integration
 async def test_an_installed_identity_may_do_what_its_rbac_grants_and_nothing_else(
     testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
 ) -> None:
@@ -105,7 +106,6 @@ async def test_an_installed_identity_may_do_what_its_rbac_grants_and_nothing_els
         assert obj["metadata"]["name"] not in {o["metadata"]["name"] for o in found["items"]}
 
 
-@pytest.mark.integration
 async def test_a_node_bound_identity_carries_its_node_and_the_policy_keeps_it_there(
     testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
 ) -> None:

@@ -22,6 +22,8 @@ from kubelet_dra_shim.claimevents import ClaimEvents
 from kubelet_dra_shim.manager import NodeManager
 from kubelet_dra_shim.plugins import PluginStore
 
+pytestmark = pytest.mark.integration  # runs the Go-built kubelet-checkpoint tool
+
 # What a kubelet stores: several claims, drivers with and without devices, shared devices, nil lists,
 # skipNodeOperations, several pods, and characters Go's encoder escapes.
 KUBELET_CLAIMS: list[dict[str, Any]] = [

@@ -8,8 +8,10 @@ fresh namespace with its ``default`` ServiceAccount, purged after the test), ``r
 ``service_identity`` (runs a test twice: as the admin and under the RBAC ``deploy/kustomize`` grants a
 service).
 
-On a failure the report names the environment's logs directory. ``DRAFLOW_TESTENV_STATE_DIR`` pins the state
-directory (default: a temporary one whose ``logs/`` is kept).
+A test that uses ``testenv`` (directly or through another fixture) or the e2e ``cluster`` is marked
+``integration`` at collection, so ``-m "not integration"`` (``make test-unit``) selects exactly the tests
+that start no server. On a failure the report names the environment's logs directory.
+``DRAFLOW_TESTENV_STATE_DIR`` pins the state directory (default: a temporary one whose ``logs/`` is kept).
 """
 
 from __future__ import annotations
@@ -150,6 +152,18 @@ async def service_identity(
     yield _identity
     for identity in reversed(installed):
         await uninstall_identity(kube, identity)
+
+
+SERVER_FIXTURES = frozenset({"testenv", "cluster"})
+"""Fixtures that start servers: a test depending on one, however indirectly, is an integration test."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())) and \
+                item.get_closest_marker("integration") is None:
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.hookimpl(hookwrapper=True)
