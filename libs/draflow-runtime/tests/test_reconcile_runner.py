@@ -1,4 +1,5 @@
-"""The Runner applies the reconcile contract: done, requeue-after, terminal, retryable, timeout, crashes."""
+"""The Runner applies the reconcile contract: done, requeue-after, requeue-with-backoff, terminal,
+retryable, timeout, crashes."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from draflow_runtime.reconcile import Done, RequeueAfter, Runner, TerminalError
+from draflow_runtime.reconcile import Done, RequeueAfter, RequeueWithBackoff, Runner, TerminalError
 from draflow_runtime.workqueue import WorkQueue
 
 
@@ -55,6 +56,62 @@ async def test_requeue_after_readds_the_key_after_the_delay_without_backoff() ->
     assert len(q) == 0
     clock.now = 7.0
     assert len(q) == 1
+
+
+async def _process(runner: Runner, q: WorkQueue) -> None:
+    key = await q.get()
+    await runner.process(key)
+    q.done(key)
+
+
+async def test_requeue_with_backoff_grows_the_keys_backoff_until_done_resets_it() -> None:
+    outcomes: list[Any] = [RequeueWithBackoff(), RequeueWithBackoff(), RequeueWithBackoff(), Done()]
+
+    async def reconcile(key: str) -> Any:
+        return outcomes.pop(0)
+
+    clock = FakeClock()
+    q = make_queue(clock)
+    runner = Runner("runner-test", q, reconcile, workers=1, timeout=5.0)
+    q.add("k")
+    for attempt, backoff in enumerate([1.0, 2.0, 4.0], start=1):  # the queue's base_delay, doubling
+        await _process(runner, q)
+        assert q.num_requeues("k") == attempt
+        clock.now += backoff - 0.001
+        assert len(q) == 0
+        clock.now += 0.001
+        assert len(q) == 1
+    await _process(runner, q)  # Done: the backoff starts over
+    assert q.num_requeues("k") == 0
+    assert len(q) == 0
+    assert q.add_rate_limited("k") == 1.0
+
+
+async def test_requeue_with_backoff_shares_the_count_with_errors_and_may_scale_it() -> None:
+    outcomes: list[Any] = [ConnectionError("down"), RequeueWithBackoff(base_delay=0.5, max_delay=3.0),
+                           RequeueWithBackoff(base_delay=0.5, max_delay=3.0),
+                           RequeueWithBackoff(base_delay=0.5, max_delay=3.0), RequeueAfter(9.0)]
+
+    async def reconcile(key: str) -> Any:
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    clock = FakeClock()
+    q = make_queue(clock)
+    runner = Runner("runner-test", q, reconcile, workers=1, timeout=5.0)
+    q.add("k")
+    # the error counts one failure (1 s); then 0.5 * 2**1, 0.5 * 2**2, capped at 3
+    for backoff in (1.0, 1.0, 2.0, 3.0):
+        await _process(runner, q)
+        clock.now += backoff - 0.001
+        assert len(q) == 0
+        clock.now += 0.001
+        assert len(q) == 1
+    assert q.num_requeues("k") == 4
+    await _process(runner, q)  # RequeueAfter resets the count too
+    assert q.num_requeues("k") == 0
 
 
 async def test_terminal_error_calls_on_terminal_and_is_not_retried() -> None:

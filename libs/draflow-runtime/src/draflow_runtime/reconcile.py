@@ -1,16 +1,23 @@
 """The reconcile contract and the runner that owns it.
 
-``async def reconcile(key) -> Done | RequeueAfter`` reads everything it needs from informer caches and
-decides from the current state. Its outcome, handled here and nowhere else:
+``async def reconcile(key) -> Done | RequeueAfter | RequeueWithBackoff`` reads everything it needs from
+informer caches and decides from the current state. Its outcome, handled here and nowhere else:
 
-===========================  ==================================================================
-``Done()`` (or ``None``)     ``forget(key)``: the key's backoff is reset
-``RequeueAfter(seconds)``    ``forget(key)`` + ``add_after(key, seconds)``
-raise ``TerminalError``      logged, ``on_terminal(key, err)`` (an Event/condition), ``forget``;
-                             not retried
-timeout (``timeout=``)       ``add_rate_limited(key)`` (retryable)
-raise anything else          ``add_rate_limited(key)`` (retryable, exponential backoff)
-===========================  ==================================================================
+================================  ==============================================================
+``Done()`` (or ``None``)          ``forget(key)``: the key's backoff is reset
+``RequeueAfter(seconds)``         ``forget(key)`` + ``add_after(key, seconds)``
+``RequeueWithBackoff()``          ``add_rate_limited(key)``: not an error, but "try again later,
+                                  later each time" (waiting for something no event announces); the
+                                  key's backoff grows until a later ``Done``/``RequeueAfter``
+                                  resets it (controller-runtime's ``Result{Requeue: true}``)
+raise ``TerminalError``           logged, ``on_terminal(key, err)`` (an Event/condition), ``forget``;
+                                  not retried
+timeout (``timeout=``)            ``add_rate_limited(key)`` (retryable)
+raise anything else               ``add_rate_limited(key)`` (retryable, exponential backoff)
+================================  ==============================================================
+
+``RequeueWithBackoff(base_delay=, max_delay=)`` may scale the backoff of that outcome (default: the
+queue's); the failure count it grows is the key's one count, shared with retried errors.
 
 A key is never reconciled by two workers at once (the work queue guarantees it). Nothing a reconcile
 or callback raises stops a worker.
@@ -29,9 +36,10 @@ import structlog
 from prometheus_client import Counter, Histogram
 
 from .errors import TerminalError
-from .workqueue import QueueShutDown, WorkQueue, registered_collector
+from .metrics import registered_collector
+from .workqueue import QueueShutDown, WorkQueue
 
-__all__ = ["Done", "ReconcileResult", "RequeueAfter", "Runner", "TerminalError"]
+__all__ = ["Done", "ReconcileResult", "RequeueAfter", "RequeueWithBackoff", "Runner", "TerminalError"]
 
 log = structlog.get_logger(__name__)
 
@@ -62,7 +70,17 @@ class RequeueAfter:
     seconds: float
 
 
-ReconcileResult = Done | RequeueAfter | None
+@dataclass(frozen=True, slots=True)
+class RequeueWithBackoff:
+    """Reconcile the key again after its exponential backoff (the queue's rate limiter), which grows
+    with each such outcome until a ``Done``/``RequeueAfter`` resets it. ``base_delay``/``max_delay``
+    scale it (``None``: the queue's)."""
+
+    base_delay: float | None = None
+    max_delay: float | None = None
+
+
+ReconcileResult = Done | RequeueAfter | RequeueWithBackoff | None
 ReconcileFn = Callable[[Any], Awaitable[ReconcileResult]]
 TerminalCallback = Callable[[Any, TerminalError], Awaitable[None] | None]
 
@@ -141,6 +159,11 @@ class Runner:
                 log.warning("reconcile failed, retrying", kind="retryable", error=repr(err),
                             retry_in=delay, exc_info=True)
             else:
+                if isinstance(result, RequeueWithBackoff):
+                    delay = self.queue.add_rate_limited(key, base_delay=result.base_delay,
+                                                        max_delay=result.max_delay)
+                    log.debug("reconcile requeued with backoff", retry_in=delay)
+                    return
                 self.queue.forget(key)
                 if isinstance(result, RequeueAfter):
                     self.queue.add_after(key, result.seconds)

@@ -4,8 +4,9 @@
 * A key handed out by ``get`` is *processing* until ``done``: it is never handed to a second worker;
   ``add`` of it meanwhile is held and the key is queued again exactly once at ``done``.
 * ``add_rate_limited`` delays by the larger of the per-key exponential backoff
-  (``base_delay * 2**failures`` capped at ``max_delay``) and the global token bucket (``qps``/``burst``);
-  ``forget`` resets the key's failures.
+  (``base_delay * 2**failures`` capped at ``max_delay``; a caller may scale one call with its own
+  ``base_delay``/``max_delay``) and the global token bucket (``qps``/``burst``); ``forget`` resets the
+  key's failures.
 * ``add_after`` keeps a heap of delayed keys; a key delayed twice keeps the earlier time.
 * ``shutdown`` makes every waiting and later ``get`` raise ``QueueShutDown`` (queued keys are dropped:
   every controller is level-triggered and relists when it starts again).
@@ -21,32 +22,13 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Any, TypeVar
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
 from .errors import DraflowError
+from .metrics import registered_collector
 
 __all__ = ["QueueShutDown", "WorkQueue"]
-
-C = TypeVar("C")
-
-
-def registered_collector(cls: Callable[..., C], name: str, documentation: str, labelnames: list[str],
-                         **kwargs: Any) -> C:
-    """Create a prometheus collector in the default registry, or return the one already registered.
-
-    Guards against double registration when a module is imported twice (test runners, reloads).
-    """
-    try:
-        return cls(name, documentation, labelnames, **kwargs)
-    except ValueError:
-        names = REGISTRY._names_to_collectors  # no public lookup exists
-        for candidate in (name, f"{name}_total", f"{name}_bucket"):
-            if candidate in names:
-                return names[candidate]  # type: ignore[return-value]
-        raise
-
 
 DEPTH = registered_collector(Gauge, "draflow_workqueue_depth", "Keys ready in the work queue.", ["name"])
 ADDS = registered_collector(
@@ -142,14 +124,19 @@ class WorkQueue:
         heapq.heappush(self._heap, (ready, self._seq, key))
         self._wakeup.set()
 
-    def add_rate_limited(self, key: Hashable) -> float:
+    def add_rate_limited(self, key: Hashable, *, base_delay: float | None = None,
+                         max_delay: float | None = None) -> float:
         """Queue ``key`` after its backoff: max(per-key exponential backoff, global token bucket delay).
 
-        Each call counts one failure for the key (see ``num_requeues``). Returns the delay used.
+        Each call counts one failure for the key (see ``num_requeues``). ``base_delay``/``max_delay``
+        scale this one backoff (default: the queue's); the failure count is the key's either way.
+        Returns the delay used.
         """
         failures = self._failures.get(key, 0)
         self._failures[key] = failures + 1
-        backoff = min(self._base_delay * (2.0**failures), self._max_delay)
+        base = self._base_delay if base_delay is None else base_delay
+        cap = self._max_delay if max_delay is None else max_delay
+        backoff = min(base * (2.0**failures), cap)
         delay = max(backoff, self._bucket_delay())
         self._retries.inc()
         self.add_after(key, delay)

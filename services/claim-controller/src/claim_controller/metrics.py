@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Histogram
 
-from draflow_runtime.workqueue import registered_collector
+from draflow_runtime.metrics import registered_collector
 
 __all__ = [
     "ALLOCATION_REQUESTS",

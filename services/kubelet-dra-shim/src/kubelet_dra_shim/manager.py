@@ -36,7 +36,7 @@ from draflow_runtime import tracing
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
-from draflow_runtime.workqueue import registered_collector
+from draflow_runtime.metrics import registered_collector
 
 from . import checkpoint
 from .checkpoint import ClaimInfo, PreparedDevice

@@ -39,9 +39,10 @@ from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import key_of
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.log import bind, get_logger
+from draflow_runtime.metrics import registered_collector
 from draflow_runtime.reconcile import Done, RequeueAfter, Runner
 from draflow_runtime.tracing import context_from_annotations
-from draflow_runtime.workqueue import WorkQueue, registered_collector
+from draflow_runtime.workqueue import WorkQueue
 
 from . import extended_writes as xw
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
