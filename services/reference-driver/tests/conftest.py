@@ -1,15 +1,28 @@
-"""Shared fixtures of the reference-driver tests."""
+"""Shared fixtures of the reference-driver tests; makes ``rd_harness`` importable."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
+
+sys.path.insert(0, str(Path(__file__).parent))  # rd_harness
+
+from rd_harness import DRIVER, Driver
+
+from draflow_runtime.kube import DEVICE_CLASSES
+from draflow_testenv.identity import ServiceIdentity
+from reference_driver.fleet import Fleet
+from reference_driver.settings import DriverSettings
 
 # -- a JSON-schema-like check of CDI spec files (fields and name rules of the CDI spec, v0.6/v0.7) --------
 
@@ -66,3 +79,40 @@ def short_tmp() -> Iterator[Path]:
     path = Path(tempfile.mkdtemp(prefix="rd-", dir="/tmp"))
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+# -- a driver on real sockets, reading claims from the real kube-apiserver -------------------------------
+
+
+@pytest_asyncio.fixture(loop_scope="session", scope="session")
+async def device_class(kube) -> AsyncIterator[str]:
+    name = f"rd-gpu-{uuid.uuid4().hex[:6]}"
+    await kube.create(DEVICE_CLASSES, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": name},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]},
+    })
+    yield name
+    await kube.delete(DEVICE_CLASSES, name)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def driver_identity(make_namespace, service_identity) -> ServiceIdentity:
+    """The driver's identity: the admin, and (a second run of each test using it) only the RBAC of
+    deploy/kustomize/base/reference-driver. Test set-up keeps the admin ``kube``."""
+    return await service_identity("reference-driver", await make_namespace("rd-id"))
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def driver(driver_identity, short_tmp) -> AsyncIterator[Driver]:
+    inventory_file = short_tmp / "inventory.json"
+    inventory_file.write_text(json.dumps({"gpuCount": 8}))
+    settings = DriverSettings(
+        node_name=f"rd-{uuid.uuid4().hex[:6]}",
+        registry_dir=str(short_tmp / "registry"), plugins_dir=str(short_tmp / "plugins"),
+        cdi_root=str(short_tmp / "cdi"), state_dir=str(short_tmp / "state"),
+        inventory_file=str(inventory_file), poll_interval=0.05, health_resend_interval=30, http_port=0,
+    )
+    fleet = Fleet(settings, driver_identity.kube)
+    await fleet.start()
+    drv = Driver(fleet, short_tmp)
+    yield drv
+    await drv.close()
