@@ -248,7 +248,8 @@ def test_no_pools_omits_the_list() -> None:
 
 
 def test_pools_are_sorted_by_name() -> None:
-    status = answer(request(), [slice_(n, n, 1) for n in ("pool-b", "pool-a/x", "pool-c", "pool-a")])
+    pools = ("pool-b", "pool-a/x", "pool-c", "pool-a")  # slice names s-0.. in this order
+    status = answer(request(), [slice_(f"s-{i}", n, 1) for i, n in enumerate(pools)])
     assert [p["poolName"] for p in status["pools"]] == ["pool-a", "pool-a/x", "pool-b", "pool-c"]
 
 
