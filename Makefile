@@ -21,7 +21,7 @@ binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomiz
 	@hack/binaries.sh ensure
 
 .PHONY: binaries-node
-binaries-node: ## Build and cache the real-node set (kubelet, scheduler, controller-manager, containerd, CNI; Debian runc...)
+binaries-node: ## Build and cache the real-node set (kubelet, scheduler, controller-manager, kubectl, containerd, CNI; Debian runc...)
 	@hack/binaries.sh ensure-node
 
 .PHONY: e2e

@@ -4,7 +4,8 @@
 # and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
 # (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources);
 # and, for a real node (`hack/binaries.sh ensure-node`, NODE_SET below, at the lowest CPU priority):
-# kubelet, kube-scheduler, kube-controller-manager, containerd (containerd-shim-runc-v2 and ctr beside it),
+# kubelet, kube-scheduler, kube-controller-manager, kubectl (draflow is installed with `kubectl apply -k`),
+# containerd (containerd-shim-runc-v2 and ctr beside it),
 # the CNI plugins bridge, host-local and loopback (one directory), draflow's hack/pause (version: a hash of
 # its sources), plus the Debian packages hack/node-packages.sh installs (runc, mmdebstrap, umoci, iptables).
 # Each is built from Go modules and cached by name and version under
@@ -34,7 +35,7 @@ version_of() {
     nats-server) echo "$NATS_SERVER_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
     kustomize) echo "$KUSTOMIZE_VERSION" ;;
-    kubelet | kube-scheduler | kube-controller-manager) echo "$KUBERNETES_VERSION" ;;
+    kubelet | kube-scheduler | kube-controller-manager | kubectl) echo "$KUBERNETES_VERSION" ;;
     pause) echo "$(cat "$here"/pause/{go.mod,main.go} | sha256sum | cut -c1-12)" ;;
     containerd) echo "$CONTAINERD_VERSION" ;;
     cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
@@ -118,7 +119,7 @@ consumer_build() { # name mod ver pkg ldflags [replace...]
   fi
 }
 
-build_kube() { # kube-apiserver | kubelet | kube-scheduler | kube-controller-manager
+build_kube() { # kube-apiserver | kubelet | kube-scheduler | kube-controller-manager | kubectl
   local name=$1 go gomod ver=$KUBERNETES_VERSION stg=$KUBERNETES_STAGING_VERSION
   go=$(go_cmd)
   log "$name $ver: downloading k8s.io/kubernetes go.mod"
@@ -192,7 +193,7 @@ build_one() {
   local start=$SECONDS
   log "building $name $(version_of "$name") into $out"
   case $name in
-    kube-apiserver | kubelet | kube-scheduler | kube-controller-manager) build_kube "$name" ;;
+    kube-apiserver | kubelet | kube-scheduler | kube-controller-manager | kubectl) build_kube "$name" ;;
     # Heavy builds only wanted for a real node: at the lowest CPU priority (this machine kind is shared).
     containerd) consumer_build containerd github.com/containerd/containerd/v2 "$CONTAINERD_VERSION" \
       "github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr" \
@@ -225,7 +226,7 @@ build_one() {
 
 DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint)
 # What a real node needs (draflow_testenv's ClusterEnvironment, `make e2e`): built at the lowest CPU priority.
-NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager containerd cni-plugins)
+NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager kubectl containerd cni-plugins)
 
 cmd=${1:-ensure}
 case $cmd in

@@ -8,12 +8,16 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 import pytest_asyncio
 
-from draflow_testenv import deploy_e2e, images
+from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
+from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_testenv import deploy_e2e, images, klog
 from draflow_testenv.cluster import ClusterEnvironment, kubelet_log_lines
 from draflow_testenv.wait import eventually
 
@@ -100,10 +104,31 @@ async def test_driver_registers_with_the_real_kubelet_and_its_slices_appear(
     found = await eventually(slices, timeout=120, interval=1.0, what="the driver's ResourceSlices")
     assert sum(len(s["spec"].get("devices", [])) for s in found) > 0
 
-    # The real kubelet's own log: our driver registered, with the service version we advertise first.
-    registered = await asyncio.to_thread(
-        kubelet_log_lines, cluster, ["Registered DRA plugin", f'driverName="{DRIVER}"'])
-    assert registered and 'chosenService="v1.DRAPlugin"' in registered[-1], registered
+    # What the driver advertises, asked the way the kubelet asks it (GetInfo on its registration socket)...
+    socket = cluster.node.plugins_registry / f"{DRIVER}-reg.sock"
+    async with grpc.aio.insecure_channel(f"unix://{socket}") as channel:
+        info = await reg_grpc.RegistrationStub(channel).GetInfo(reg_pb.InfoRequest(), timeout=10)
+    assert (info.type, info.name, info.supported_versions[0]) == ("DRAPlugin", DRIVER, "v1.DRAPlugin")
+
+    # ...and the real kubelet's own log: our driver registered at the endpoint it advertises, with the
+    # first service version it advertises (kubelet v1.37.1 picks the first one it supports).
+    async def registered() -> list[klog.Record]:
+        return await asyncio.to_thread(klog.records, _kubelet_log(cluster), "Registered DRA plugin",
+                                       driverName=DRIVER)
+
+    record = (await eventually(registered, timeout=60, interval=0.5, what="the kubelet's registration"))[-1]
+    assert record.values["endpoint"] == info.endpoint
+    assert record.values["chosenService"] == info.supported_versions[0]
+
+
+def _kubelet_log(cluster: ClusterEnvironment) -> Path:
+    return cluster.logs_dir / "kubelet.log"
+
+
+def _rpc_results(cluster: ClusterEnvironment, call: str, uid: str) -> list[dict[str, str]]:
+    """The kubelet's "Done calling <call> rpc" records (V4, dra_plugin.go) whose response names ``uid``."""
+    found = klog.records(_kubelet_log(cluster), f"Done calling {call} rpc", driverName=DRIVER)
+    return [r.values for r in found if f'key:"{uid}"' in r.values.get("response", "")]
 
 
 async def test_a_template_claim_pod_runs_with_the_cdi_injected_device(
@@ -134,10 +159,14 @@ async def test_a_template_claim_pod_runs_with_the_cdi_injected_device(
 
     await eventually(unprepared, timeout=120, interval=0.5, what="the CDI spec removed after the pod went")
 
-    # The real kubelet called our driver and both calls succeeded (its own log, V4 for the DRA plugin).
-    for call in ("NodePrepareResources", "NodeUnprepareResources"):
-        done = await asyncio.to_thread(kubelet_log_lines, cluster, [f"Done calling {call} rpc", uid])
-        assert done and all("err=null" in line for line in done), (call, done)
+    # The real kubelet called our driver once each way and both calls succeeded: no gRPC error and no
+    # per-claim error in the response (its own log, V4 for dra_plugin.go); the prepare response carries
+    # the claim's device and the CDI device ID the container got.
+    [prepared] = await asyncio.to_thread(_rpc_results, cluster, "NodePrepareResources", uid)
+    [unprepared_] = await asyncio.to_thread(_rpc_results, cluster, "NodeUnprepareResources", uid)
+    for result in (prepared, unprepared_):
+        assert result["err"] == "null" and "error:" not in result["response"], result
+    assert f'cdi_device_ids:"{DRIVER}/gpu={uid}-' in prepared["response"], prepared
 
 
 async def test_kubelet_restart_does_not_prepare_again_and_driver_restart_registers_again(

@@ -24,6 +24,7 @@ VERSION_KEYS = {
     "kubelet": "KUBERNETES_VERSION",
     "kube-scheduler": "KUBERNETES_VERSION",
     "kube-controller-manager": "KUBERNETES_VERSION",
+    "kubectl": "KUBERNETES_VERSION",
     "containerd": "CONTAINERD_VERSION",
     "cni-plugins": "CNI_PLUGINS_VERSION",
 }

@@ -4,23 +4,23 @@
 containerd, writes ``<state>/kustomize/kustomization.yaml`` — the ``overlays/e2e`` overlay plus what only
 the running environment knows: the API server's port, the NATS and OTLP endpoints, a free HTTP port per
 workload, the kubelet's plugin directories and the node's CDI directory (a DRA driver advertises its socket
-by its host path, so each is mounted at the same path it has on the host) — then ``kustomize build`` and
-a server-side apply of every object with draflow's own client.
+by its host path, so each is mounted at the same path it has on the host) — then, as a user would,
+``kubectl apply --server-side -k <state>/kustomize`` with kubectl v1.37.1 (``hack/binaries.sh``) and the
+environment's kubeconfig. ``build`` (``kustomize build`` of the same directory) is for tests that only look.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from draflow_runtime.kube import KubeClient
 from draflow_testenv.binaries import ensure_binary, repo_root
 from draflow_testenv.cluster import ClusterEnvironment
-from draflow_testenv.identity import Discovery, apply, apply_order
 from draflow_testenv.image_draflow import draflow_archive
 from draflow_testenv.images import run
 from draflow_testenv.servers import HOST, free_port
@@ -103,18 +103,30 @@ async def build(env: ClusterEnvironment) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(text) if d]
 
 
+FIELD_MANAGER = "draflow"  # what docs/deploy.md tells users to apply with
+
+
+async def kubectl_apply_k(env: ClusterEnvironment, directory: Path) -> list[dict[str, Any]]:
+    """``kubectl apply --server-side -k DIRECTORY`` against the environment; the applied objects."""
+    kubectl = await ensure_binary("kubectl")
+    argv = [str(kubectl), f"--kubeconfig={env.kubeconfig}", "apply", "--server-side",
+            f"--field-manager={FIELD_MANAGER}", "-k", str(directory), "-o", "json"]
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    if proc.returncode != 0:
+        detail = err.decode(errors="replace")[-4000:]
+        raise RuntimeError(f"{' '.join(argv)} exited {proc.returncode}:\n{detail}")
+    doc = json.loads(out)
+    items: list[dict[str, Any]] = doc["items"] if doc.get("kind") == "List" else [doc]
+    return items
+
+
 async def install(env: ClusterEnvironment) -> list[dict[str, Any]]:
-    """Image into the node, then every object of the build applied (namespaces and RBAC first)."""
-    archive, objects = await asyncio.gather(draflow_archive(), build(env))
+    """The image into the node's containerd, then ``kubectl apply -k`` of the layered overlay."""
+    archive, out = await asyncio.gather(draflow_archive(), asyncio.to_thread(write_kustomization, env))
     await env.import_image(archive)
-    kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
-    try:
-        discovery = Discovery(kube)
-        for obj in sorted(objects, key=apply_order):
-            await apply(kube, discovery, obj, field_manager="draflow-e2e")
-    finally:
-        await kube.close()
-    return objects
+    return await kubectl_apply_k(env, out)
 
 
 WORKLOADS = frozenset({"claim-controller", "structured-allocator", "slice-publisher", "reference-driver"})
