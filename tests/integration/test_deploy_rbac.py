@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import re
 import shutil
@@ -41,6 +40,7 @@ from draflow_runtime.kube import (
     KubeClient,
 )
 from draflow_testenv.identity import Discovery, apply, apply_order, delete_outside, relocate
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -251,12 +251,16 @@ async def test_service_account_gets_exactly_what_the_service_needs(
             wanted = GRANTS[sa] + [
                 g for svc in NODE_AGENTS for rows in readme_grants(svc).values() for g in rows
             ]
-        missing = [g for g in wanted if not await can(kube, ns, sa, g)]
-        deadline = asyncio.get_running_loop().time() + 10
-        while missing and asyncio.get_running_loop().time() < deadline:
-            # The RBAC authorizer reads roles from an informer: a fresh grant may take a moment to count.
-            await asyncio.sleep(0.2)
+        missing = list(wanted)
+
+        async def all_granted() -> bool:
+            nonlocal missing
             missing = [g for g in missing if not await can(kube, ns, sa, g)]
+            return not missing
+
+        # The RBAC authorizer reads roles from an informer: a fresh grant may take a moment to count.
+        with contextlib.suppress(AssertionError):  # the assertion below names what is still missing
+            await eventually(all_granted, 10, "every wanted grant allowed", interval=0.2)
         excess = [g for g in DENIED[sa] if await can(kube, ns, sa, g)]
         assert (missing, excess) == ([], [])
     finally:
@@ -319,11 +323,12 @@ async def test_every_service_under_its_own_service_account_runs_a_pod_with_a_cla
             ))
         # The simulated kubelet registers the Node and reports it Ready (the test API server runs without the
         # TaintNodesByCondition admission, as no node lifecycle controller would lift its not-ready taint).
-        for _ in range(120):
+        async def node_reported() -> bool:
             with contextlib.suppress(NotFound):
-                if (await kube.get(NODES, node)).get("status", {}).get("conditions"):
-                    break
-            await asyncio.sleep(0.5)
+                return bool((await kube.get(NODES, node)).get("status", {}).get("conditions"))
+            return False
+
+        await eventually(node_reported, 60, f"the simulated kubelet reports Node {node}", interval=0.5)
         await kube.create(RESOURCE_CLAIM_TEMPLATES, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": {"name": "one-gpu"},
@@ -341,14 +346,20 @@ async def test_every_service_under_its_own_service_account_runs_a_pod_with_a_cla
             },
         }, namespace=ns)
         pod: dict[str, Any] = {}
-        for _ in range(240):
+
+        async def running() -> bool:
+            nonlocal pod
             pod = await kube.get(PODS, "gpu-job", namespace=ns)
             if pod.get("status", {}).get("phase") == "Running":
-                break
+                return True
             dead = [p.name for p in procs if not p.running]
-            assert not dead, f"exited: {dead}; logs in {testenv.logs_dir}"
-            await asyncio.sleep(0.5)
-        else:
+            if dead:  # not an AssertionError: eventually would retry it
+                pytest.fail(f"exited: {dead}; logs in {testenv.logs_dir}")
+            return False
+
+        with contextlib.suppress(AssertionError):  # the failure below says where the pod got stuck
+            await eventually(running, 120, "pod gpu-job Running", interval=0.5)
+        if pod.get("status", {}).get("phase") != "Running":
             pytest.fail(f"pod not Running: {pod.get('spec', {}).get('nodeName')} {pod.get('status')}; "
                         f"logs in {testenv.logs_dir}")
         assert pod["spec"]["nodeName"] == node

@@ -20,6 +20,7 @@ from draflow_runtime.bus import EventBus
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 from draflow_runtime.lifecycle import ensure_events_stream, publish_claim_event
 from draflow_runtime.tracing import inject_into_annotations, setup_tracing
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -177,12 +178,12 @@ async def test_trace_prints_the_claims_span_tree_from_jaeger(
     trace_id = format(root.get_span_context().trace_id, "032x")
 
     args = cli_args(testenv, "trace", f"{ns}/traced", "--wait", "60")
-    out = ""
-    for _ in range(60):  # Jaeger may show the first spans before the rest arrive
+
+    async def all_spans() -> str | None:  # Jaeger may show the first spans before the rest arrive
         out = await run(args)
-        if out.startswith(f"trace {trace_id}: 4 spans"):
-            break
-        await asyncio.sleep(1)
+        return out if out.startswith(f"trace {trace_id}: 4 spans") else None
+
+    out = await eventually(all_spans, 60, "the trace with all 4 spans", interval=1)
     lines = out.splitlines()
     assert lines[0].startswith(f"trace {trace_id}: 4 spans, 2 services")
     assert lines[1].startswith("claim.create [claim-controller]")

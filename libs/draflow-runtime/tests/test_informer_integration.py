@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -13,6 +13,7 @@ from draflow_runtime.errors import Gone
 from draflow_runtime.informer import Informer, key_of
 from draflow_runtime.kube import RESOURCE_SLICES, KubeClient
 from draflow_testenv.environment import Environment
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -70,15 +71,6 @@ class Observed:
 async def api_versions(kube: KubeClient, run: str) -> dict[str, str]:
     listed = await kube.list(RESOURCE_SLICES, label_selector=f"draflow.dev/test-run={run}")
     return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in listed["items"]}
-
-
-async def eventually(predicate: Callable[[], bool]) -> None:
-    """Wait (up to 30 s) until ``predicate()`` holds."""
-    async with asyncio.timeout(30):
-        for _ in range(1_000_000):
-            if predicate():
-                return
-            await asyncio.sleep(0.05)
 
 
 @pytest.fixture

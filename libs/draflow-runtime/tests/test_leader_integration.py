@@ -10,6 +10,7 @@ import pytest
 
 from draflow_runtime.kube import LEASES, KubeClient
 from draflow_runtime.leader import LeaderElector
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +82,8 @@ async def test_second_candidate_takes_over_within_a_lease_duration_after_the_fir
     async with asyncio.timeout(10):
         await first.leading.wait()
     second.start()
-    await asyncio.sleep(3 * RETRY_PERIOD)  # the second candidate campaigns meanwhile
+    await consistently(lambda: first.elector.is_leader and not second.elector.is_leader, 3 * RETRY_PERIOD,
+                       "first leads while the second campaigns")
     assert first.elector.is_leader and not second.elector.is_leader
     assert (await lease_spec(kube, namespace))["holderIdentity"] == "first"
 
@@ -105,7 +107,7 @@ async def test_second_candidate_takes_over_after_the_first_is_killed_without_rel
     async with asyncio.timeout(10):
         await first.leading.wait()
     second.start()
-    await asyncio.sleep(3 * RETRY_PERIOD)
+    await consistently(lambda: not second.elector.is_leader, 3 * RETRY_PERIOD, "the second only campaigns")
     assert not second.elector.is_leader
 
     assert first.task is not None

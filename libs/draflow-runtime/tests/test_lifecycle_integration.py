@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -30,6 +29,7 @@ from draflow_runtime.lifecycle import (
     publish_pool_changed,
     recent_events,
 )
+from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -139,10 +139,7 @@ async def test_events_published_while_nats_is_down_are_in_jetstream_after_it_ret
     finally:
         await testenv.start_nats()
     assert await bus.wait_connected(60)
-    for _ in range(600):
-        if bus.outbox_size == 0:
-            break
-        await asyncio.sleep(0.1)
+    await eventually(lambda: bus.outbox_size == 0, 60, "the outbox drained after the outage", interval=0.1)
     assert bus.outbox_size == 0
     assert await publish_claim_event(bus, "unprepared", claim(ns, name, 5))
     assert await bus.flush(30)

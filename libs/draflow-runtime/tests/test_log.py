@@ -71,7 +71,7 @@ async def test_context_bound_in_one_task_does_not_leak_into_another(output: io.S
     async def b() -> None:
         with bind(claim="b"):
             in_b.set()
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one turn of the loop: a logs while b's binding is live (what is tested)
             log.info("from b")
 
     await asyncio.gather(a(), b())

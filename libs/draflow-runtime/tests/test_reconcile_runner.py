@@ -9,6 +9,7 @@ from typing import Any
 
 from draflow_runtime.reconcile import Done, RequeueAfter, RequeueWithBackoff, Runner, TerminalError
 from draflow_runtime.workqueue import WorkQueue
+from draflow_testenv.wait import eventually
 
 
 class FakeClock:
@@ -162,7 +163,7 @@ async def test_other_exceptions_retry_with_growing_backoff() -> None:
 
 async def test_timeout_is_retryable() -> None:
     async def reconcile(key: str) -> Done:
-        await asyncio.sleep(60)
+        await asyncio.sleep(60)  # a reconcile that hangs: the runner's timeout is what is tested
         return Done()
 
     q, clock = await run_one(reconcile, reconcile_timeout=0.01)
@@ -190,7 +191,7 @@ async def test_runner_survives_crashes_and_processes_every_key() -> None:
         q.add(f"k{i}")
     async with asyncio.timeout(10):
         await all_succeeded.wait()
-    await asyncio.sleep(0)  # let the last worker call done()
+    await eventually(lambda: not q.processing(), 10, "the last worker called done()", interval=0)
     q.shutdown()
     async with asyncio.timeout(10):
         await task
@@ -204,7 +205,7 @@ async def test_runner_returns_when_the_queue_shuts_down() -> None:
 
     q = WorkQueue(name="runner-stop")
     task = asyncio.create_task(Runner("runner-stop", q, reconcile, workers=2).run())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the runner starts and its workers wait in get()
     q.shutdown()
     async with asyncio.timeout(5):
         await task

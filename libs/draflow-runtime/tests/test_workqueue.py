@@ -10,6 +10,7 @@ import asyncio
 import pytest
 
 from draflow_runtime.workqueue import QueueShutDown, WorkQueue
+from draflow_testenv.wait import eventually
 
 
 class FakeClock:
@@ -76,21 +77,19 @@ async def test_two_workers_never_hold_the_same_key() -> None:
             if key in holding:
                 overlaps.append(key)
             holding.add(key)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # yield while holding the key: other workers run (the interleaving tested)
             if len(processed) < 20:
                 q.add(key)  # an event for the key arrives while it is processed
             processed.append(key)
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # and again before done()
             holding.discard(key)
             q.done(key)
 
     workers = [asyncio.create_task(worker()) for _ in range(4)]
     q.add("x")
     q.add("y")
-    for _ in range(200):
-        await asyncio.sleep(0)
-        if len(processed) >= 20 and not q.processing() and len(q) == 0:
-            break
+    await eventually(lambda: len(processed) >= 20 and not q.processing() and len(q) == 0, 10,
+                     "20 keys processed and the queue drained", interval=0)
     q.shutdown()
     await asyncio.gather(*workers)
     assert overlaps == []
@@ -166,7 +165,7 @@ async def test_waiting_getter_wakes_when_a_delayed_key_is_due() -> None:
 async def test_shutdown_wakes_waiting_getters_with_queue_shut_down() -> None:
     q = make_queue(FakeClock())
     getters = [asyncio.create_task(q.get()) for _ in range(3)]
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn of the loop: the getters block in get() before the shutdown (tested)
     q.shutdown()
     results = await asyncio.gather(*getters, return_exceptions=True)
     assert all(isinstance(r, QueueShutDown) for r in results)

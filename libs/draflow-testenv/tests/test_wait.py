@@ -60,6 +60,20 @@ async def test_eventually_fails_naming_what_and_the_last_value() -> None:
         await eventually(lambda: 0, 0.2, "the answer")
 
 
+async def test_eventually_retries_a_check_that_asserts_and_reports_its_last_failure(later: Any) -> None:
+    box = later(1)
+
+    def two() -> int:
+        assert box.value == 2, f"value is {box.value}"
+        return box.value
+
+    box.set_after(0.1, 2)
+    assert await eventually(two, 5) == 2
+    box.value = 3
+    with pytest.raises(AssertionError, match=r"waiting for two: last check failed: value is 3"):
+        await eventually(two, 0.2)
+
+
 async def test_consistently_passes_when_the_check_holds_for_the_whole_window() -> None:
     calls = 0
 

@@ -2,36 +2,33 @@
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import json
 import re
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_testenv import wait
 
 CDI_KIND = re.compile(r"^[a-z0-9]([a-z0-9.-]*[a-z0-9])?/[a-zA-Z0-9]([a-zA-Z0-9_.-]*[a-zA-Z0-9])?$")
 CDI_NAME = re.compile(r"^[a-zA-Z0-9]([a-zA-Z0-9_.:-]*[a-zA-Z0-9])?$")
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 30.0, interval: float = 0.1) -> Any:
-    """Poll ``check`` until it returns something truthy; the last failure fails the test."""
-    deadline = asyncio.get_running_loop().time() + within
-    value: Any = None
-    while True:
+async def eventually(check: Callable[[], Any], within: float = 30.0, interval: float = 0.1) -> Any:
+    """``draflow_testenv.wait.eventually`` that also waits through NotFound (the object is not there yet)."""
+
+    async def found() -> Any:
         try:
-            value = await check()
-            if value:
-                return value
-        except (AssertionError, NotFound):
-            if asyncio.get_running_loop().time() > deadline:
-                raise
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"condition not met within {within}s (last value {value!r})")
-        await asyncio.sleep(interval)
+            value = check()
+            return await value if inspect.isawaitable(value) else value
+        except NotFound as exc:
+            raise AssertionError(f"not found: {exc}") from exc
+
+    return await wait.eventually(found, within, getattr(check, "__name__", ""), interval=interval)
 
 
 async def device_class(kube: KubeClient, driver: str) -> str:

@@ -23,6 +23,7 @@ from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import NODES, PODS, KubeClient
 from draflow_testenv.identity import ServiceIdentity
 from draflow_testenv.servers import free_port
+from draflow_testenv.wait import quiesce
 from kubelet_dra_shim.simkubelet import CDI_ANNOTATION
 
 pytestmark = pytest.mark.integration
@@ -108,8 +109,7 @@ async def test_fleet_of_200_nodes_prepares_a_claim_per_node(
     # Baseline: the same binaries for one node.
     one, _ = await start_fleet(run_service, testenv, short_dir / "one", f"{prefix}solo-", 1,
                                  shim_identity, driver_identity)
-    await asyncio.sleep(2)
-    rss_one = rss_kib(one.pid)
+    rss_one = await quiesce(lambda: rss_kib(one.pid), 1.0, 60, "the one-node shim's RSS settles")
     await one.stop()
 
     shim, _ = await start_fleet(run_service, testenv, short_dir / "fleet", prefix, FLEET_NODES,

@@ -3,7 +3,6 @@ over real unix sockets with a driver that advertises and serves v1 only, v1alpha
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import pytest
@@ -56,7 +55,7 @@ async def test_health_is_watched_on_the_negotiated_version(
         plugin = store.get("gpu.test")
         assert plugin is not None and plugin.health_service == negotiated
         await eventually(
-            lambda: asyncio.sleep(0, health.view().get(("gpu.test", "pool", "gpu-0")) == ("Unhealthy", ""))
+            lambda: health.view().get(("gpu.test", "pool", "gpu-0")) == ("Unhealthy", "")
         )
         assert driver.health_streams == [negotiated]
         assert changes == [("n", "gpu.test")]

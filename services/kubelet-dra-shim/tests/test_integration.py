@@ -20,6 +20,7 @@ from draflow_runtime.errors import NotFound
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import EVENTS, NODES, PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv.identity import ServiceIdentity
+from draflow_testenv.wait import consistently
 from kubelet_dra_shim import checkpoint
 from kubelet_dra_shim.fleet import Fleet
 from kubelet_dra_shim.settings import ShimSettings
@@ -151,8 +152,8 @@ async def test_restart_reprepares_each_claim_once(env: Env, make_namespace: Any)
     await env.stop_shim()
     env.driver.spec_path(c["metadata"]["uid"]).unlink()  # as if the CDI spec was lost on tmpfs
     await env.start_shim()
-    await eventually(lambda: asyncio.sleep(0, env.driver.spec_path(c["metadata"]["uid"]).exists()))
-    await asyncio.sleep(1.0)  # pod updates and resyncs must not prepare again
+    await eventually(lambda: env.driver.spec_path(c["metadata"]["uid"]).exists())
+    await consistently(lambda: env.driver.prepare_calls == 2, 1.0, "pod updates and resyncs prepare no more")
     assert env.driver.prepare_calls == 2
     state = env.checkpoint()
     assert list(state.claims) == [c["metadata"]["uid"]]
@@ -168,16 +169,16 @@ async def test_reboot_is_repaired_even_when_restarts_are_trusted(env: Env, make_
     c, _ = await _prepared_pod(env, ns)
     await env.stop_shim()
     await env.start_shim(reprepare_after_restart=False)  # same boot: the checkpoint is trusted
-    await asyncio.sleep(1.0)
+    await consistently(lambda: env.driver.prepare_calls == 1, 1.0, "the trusted claim is not prepared again")
     assert env.driver.prepare_calls == 1
     await env.stop_shim()
     env.driver.spec_path(c["metadata"]["uid"]).unlink()
     (env.root / "boot_id").write_text("boot-2\n")  # the node rebooted: tmpfs CDI specs are gone
     await env.start_shim(reprepare_after_restart=False)
-    await eventually(lambda: asyncio.sleep(0, env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    await eventually(lambda: env.driver.spec_path(c["metadata"]["uid"]).exists())
     assert env.driver.prepare_calls == 2
     # The new boot is recorded once every claim is prepared again (not before: a crash would then trust them).
-    await eventually(lambda: asyncio.sleep(0, env.checkpoint().boot_id == "boot-2"))
+    await eventually(lambda: env.checkpoint().boot_id == "boot-2")
 
 
 async def test_driver_restart_registers_again_and_keeps_serving(env: Env, make_namespace: Any) -> None:
@@ -185,9 +186,9 @@ async def test_driver_restart_registers_again_and_keeps_serving(env: Env, make_n
     await env.start_shim()
     await _prepared_pod(env, ns, "first")
     await env.driver.stop()
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.3)  # the driver stays down for 3 registry polls (0.1 s): an outage, not a swap
     await env.driver.start()
-    await eventually(lambda: asyncio.sleep(0, len(env.driver.registrations) == 2))
+    await eventually(lambda: len(env.driver.registrations) == 2)
     assert env.driver.registrations == [(True, ""), (True, "")]
     await _prepared_pod(env, ns, "second")
 
@@ -202,14 +203,14 @@ async def test_force_deleted_pod_with_deleted_claim_is_unprepared_from_the_check
     # While the shim runs: claim first, then the pod with grace period 0.
     await env.kube.delete(RESOURCE_CLAIMS, "a-gpu", namespace=ns)
     await env.kube.delete(PODS, "a", namespace=ns, grace_period_seconds=0)
-    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    await eventually(lambda: not env.driver.spec_path(c["metadata"]["uid"]).exists())
     # While the shim is down.
     await env.stop_shim()
     await env.kube.delete(RESOURCE_CLAIMS, "b-gpu", namespace=ns)
     await env.kube.delete(PODS, "b", namespace=ns, grace_period_seconds=0)
     await env.start_shim()
-    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c2["metadata"]["uid"]).exists()))
-    await eventually(lambda: asyncio.sleep(0, env.checkpoint().claims == {}))
+    await eventually(lambda: not env.driver.spec_path(c2["metadata"]["uid"]).exists())
+    await eventually(lambda: env.checkpoint().claims == {})
 
 
 async def test_shared_claim_is_unprepared_only_when_its_last_pod_ends(env: Env, make_namespace: Any) -> None:
@@ -239,11 +240,16 @@ async def test_shared_claim_is_unprepared_only_when_its_last_pod_ends(env: Env, 
     spec = env.driver.spec_path(c["metadata"]["uid"])
     await env.kube.delete(PODS, "p1", namespace=ns, grace_period_seconds=0)
     await eventually(lambda: _gone(env.kube, PODS, "p1", ns))
-    await asyncio.sleep(1.0)
+
+    def p2_only() -> bool:
+        return env.checkpoint().claims[c["metadata"]["uid"]].pod_uids == {p2["metadata"]["uid"]}
+
+    await eventually(p2_only)
+    await consistently(lambda: spec.exists() and p2_only(), 1.0, "the claim stays prepared for p2")
     assert spec.exists()
     assert env.checkpoint().claims[c["metadata"]["uid"]].pod_uids == {p2["metadata"]["uid"]}
     await env.kube.delete(PODS, "p2", namespace=ns, grace_period_seconds=0)
-    await eventually(lambda: asyncio.sleep(0, not spec.exists()))
+    await eventually(lambda: not spec.exists())
 
 
 async def test_invalid_opaque_config_fails_only_that_claim(env: Env, make_namespace: Any) -> None:
@@ -296,4 +302,4 @@ async def test_run_duration_finishes_the_pod_and_unprepares(env: Env, make_names
         return got["status"].get("phase") == "Succeeded"
 
     await eventually(succeeded)
-    await eventually(lambda: asyncio.sleep(0, not env.driver.spec_path(c["metadata"]["uid"]).exists()))
+    await eventually(lambda: not env.driver.spec_path(c["metadata"]["uid"]).exists())

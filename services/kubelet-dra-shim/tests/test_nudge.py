@@ -19,6 +19,7 @@ from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
 from draflow_runtime.workqueue import WorkQueue
 from draflow_testenv.identity import ServiceIdentity
+from draflow_testenv.wait import consistently
 from kubelet_dra_shim import checkpoint
 from kubelet_dra_shim.claimevents import Allocated, allocated_target
 from kubelet_dra_shim.fleet import Fleet
@@ -168,16 +169,21 @@ async def test_allocated_event_prepares_a_pod_the_lagging_pods_watch_has_not_sho
 
         # The node sweep must not take the pod the cache does not show for a finished one.
         fleet.queue.add(NodeKey(node))
-        await asyncio.sleep(1.0)
+
+        def still_prepared() -> bool:
+            state = checkpoint.read(short_dir / node / "kubelet" / checkpoint.FILE_NAME)
+            return spec.exists() and state is not None and c["metadata"]["uid"] in state.claims
+
+        await consistently(still_prepared, 1.0, "the sweep leaves the pod the cache does not show")
         assert spec.exists()
         state = checkpoint.read(short_dir / node / "kubelet" / checkpoint.FILE_NAME)
         assert state is not None and c["metadata"]["uid"] in state.claims
 
         # The watch catches up and is the source of truth again: deleting the pod unprepares.
         await fleet.pods.start()
-        await eventually(lambda: asyncio.sleep(0, fleet.pods.get(f"{ns}/p") is not None))
+        await eventually(lambda: fleet.pods.get(f"{ns}/p") is not None)
         await kube.delete(PODS, "p", namespace=ns, grace_period_seconds=0)
-        await eventually(lambda: asyncio.sleep(0, not spec.exists()))
+        await eventually(lambda: not spec.exists())
     finally:
         await fleet.stop()
         await bus.stop()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from fakedriver import HEALTH_V1ALPHA1, FakeDriver
 
+from draflow_testenv.wait import eventually
 from kubelet_dra_shim.plugins import PluginStore, PluginWatcher, choose_version
 
 
@@ -124,10 +125,7 @@ async def test_poll_loop_finds_a_driver_that_starts_later(short_dir: Path) -> No
     driver = _driver(short_dir)
     try:
         await driver.start()
-        for _ in range(200):
-            if store.get("gpu.test") is not None:
-                break
-            await asyncio.sleep(0.05)
+        await eventually(lambda: store.get("gpu.test") is not None, 10, "the driver registered")
         assert store.get("gpu.test") is not None
     finally:
         task.cancel()

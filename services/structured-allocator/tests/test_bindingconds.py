@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from sa_builders import DRIVER, alloc, claim, req, res
 
+from draflow_testenv.wait import consistently
 from structured_allocator.binder import ClaimPlan, WriteFailed
 from structured_allocator.binding_wait import BindingFailed, BindingWaiter
 from structured_allocator.bindingconds import BindingState, binding_status, needs_binding_conditions
@@ -92,7 +93,7 @@ async def test_waiter_returns_when_a_claim_update_sets_the_condition() -> None:
     cp = plan_for(cache.c, bc_alloc())
     assert waiter.pending([cp]) == [cp]
     task = asyncio.create_task(waiter.wait([cp]))
-    await asyncio.sleep(0.05)
+    await consistently(lambda: not task.done(), 0.05, "the waiter waits while the condition is unset")
     assert not task.done()
     cache.c = with_conditions(bc_alloc(), Attached="True")
     waiter.notify("default/c")  # the informer's claim event
@@ -103,7 +104,7 @@ async def test_waiter_polls_the_cache_without_an_event() -> None:
     cache = Cache(with_conditions(bc_alloc()))
     waiter = BindingWaiter(cache.get, timeout=600, poll_interval=0.05, clock=lambda: T0)
     task = asyncio.create_task(waiter.wait([plan_for(cache.c, bc_alloc())]))
-    await asyncio.sleep(0.1)
+    await consistently(lambda: not task.done(), 0.1, "the waiter polls while the condition is unset")
     cache.c = with_conditions(bc_alloc(), Attached="True")
     await asyncio.wait_for(task, 1)
 
@@ -112,7 +113,7 @@ async def test_waiter_fails_fast_on_a_failure_condition() -> None:
     cache = Cache(with_conditions(bc_alloc()))
     waiter = BindingWaiter(cache.get, timeout=600, poll_interval=3600, clock=lambda: T0)
     task = asyncio.create_task(waiter.wait([plan_for(cache.c, bc_alloc())]))
-    await asyncio.sleep(0.05)
+    await consistently(lambda: not task.done(), 0.05, "the waiter waits while no condition is set")
     cache.c = with_conditions(bc_alloc(), AttachFailed="True")
     waiter.notify("default/c")
     with pytest.raises(BindingFailed, match="AttachFailed") as info:

@@ -122,10 +122,10 @@ async def test_the_search_yields_to_the_event_loop_between_nodes(monkeypatch: py
         nonlocal ticks
         while not stop.is_set():
             ticks += 1
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # one tick per turn of the event loop: what the test counts
 
     task = asyncio.create_task(ticker())
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one turn: the ticker starts before the search
     before = ticks
     out = await decider(state, search_steps=300).decide(pod_with(state, "p", 4, DISTINCT))
     during = ticks - before

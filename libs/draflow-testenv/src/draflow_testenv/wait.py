@@ -33,7 +33,7 @@ async def _call(check: Callable[[], Any]) -> Any:
 
 
 def _name(what: str, check: Callable[..., Any]) -> str:
-    return what or getattr(check, "__qualname__", repr(check))
+    return what or getattr(check, "__name__", repr(check))
 
 
 async def eventually(
@@ -44,16 +44,21 @@ async def eventually(
     interval: float = 0.05,
 ) -> Any:
     """Poll ``check`` until it returns something truthy and return that; after ``timeout`` seconds raise
-    AssertionError naming ``what`` (or ``check``) and the last value seen."""
+    AssertionError naming ``what`` (or ``check``) and the last value seen (or the last AssertionError the
+    check raised)."""
     deadline = time.monotonic() + timeout
-    last: Any = None
     while True:
-        last = await _call(check)
+        failed: AssertionError | None = None
+        try:
+            last = await _call(check)
+        except AssertionError as exc:
+            last, failed = None, exc
         if last:
             return last
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {_name(what, check)}: "
-                                 f"last={last!r}")
+            seen = f"last check failed: {failed}" if failed else f"last={last!r}"
+            raise AssertionError(f"timed out after {timeout}s waiting for {_name(what, check)}: {seen}") \
+                from failed
         await asyncio.sleep(interval)
 
 

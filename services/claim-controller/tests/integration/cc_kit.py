@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from claim_controller.context import Hooks
 from claim_controller.controller import Controller
@@ -19,8 +18,6 @@ from draflow_testenv.wait import eventually
 
 DRIVER = "gpu.claim-controller-test.draflow.dev"
 DEVICE_CLASS = "claim-controller-test-gpu"
-
-T = TypeVar("T")
 
 
 def template(name: str, *, labels: dict[str, str] | None = None,
@@ -93,7 +90,7 @@ class Kit:
                                 namespace=self.namespace, hooks=hooks, tracer_provider=tracer_provider)
         task = asyncio.create_task(controller.run(), name="claim-controller-under-test")
         self.controllers.append((controller, task))
-        await eventually(_async(lambda: controller.synced or task.done()), what="controller synced")
+        await eventually(lambda: controller.synced or task.done(), what="controller synced")
         if task.done():
             task.result()
         return controller
@@ -160,9 +157,3 @@ class Kit:
 def consumer(p: dict[str, Any]) -> dict[str, str]:
     """The reservedFor entry of pod ``p``."""
     return {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
-
-
-def _async(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
-    async def wrapper() -> T:
-        return fn()
-    return wrapper

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -159,7 +158,7 @@ async def test_claim_lifecycle_events_are_published(kit: Kit, bus: EventBus, nat
         def kinds() -> list[str]:
             return [subject.rsplit(".", 1)[1] for subject, _ in received]
 
-        await eventually(lambda: _async_value(kinds() == ["created", "deallocated", "deleted"]),
+        await eventually(lambda: kinds() == ["created", "deallocated", "deleted"],
                          what=f"three events, got {received}")
     finally:
         await nc.close()
@@ -171,8 +170,3 @@ async def test_claim_lifecycle_events_are_published(kit: Kit, bus: EventBus, nat
     assert deallocated.node == NODE
     assert deleted.claim_uid == created.claim_uid != ""
     assert [lifecycle.kind_name(e.kind) for _, e in received] == ["created", "deallocated", "deleted"]
-
-
-async def _async_value(value: bool) -> bool:
-    await asyncio.sleep(0)
-    return value

@@ -12,6 +12,7 @@ from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
 from draflow_testenv.otlp import OtlpReceiver
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +99,11 @@ async def test_restart_between_create_and_status_update_creates_no_duplicate(kit
 
     await kit.start_controller()
     statuses = await eventually(lambda: recorded_statuses(kit, "victim", 1), what="status entry")
-    await asyncio.sleep(1.0)  # let any (wrong) second create happen
+
+    async def one_claim() -> bool:
+        return [c["metadata"]["name"] for c in await kit.claims()] == [statuses["gpu"]]
+
+    await consistently(one_claim, 1.0, "no second claim is created")  # a wrong second create fails here
     claims = await kit.claims()
     assert [c["metadata"]["name"] for c in claims] == [statuses["gpu"]]
 
@@ -120,7 +125,12 @@ async def test_failed_status_update_retried_before_the_informer_saw_the_claim_cr
         "a": {"resourceClaimTemplateName": "t"}, "b": {"resourceClaimTemplateName": "t"},
     }))
     statuses = await eventually(lambda: recorded_statuses(kit, "retried", 2), what="status entries")
-    await asyncio.sleep(1.0)
+
+    async def no_duplicate() -> bool:
+        names = sorted(c["metadata"]["name"] for c in await kit.claims())
+        return failures == [1] and names == sorted(statuses.values())
+
+    await consistently(no_duplicate, 1.0, "the retry creates no duplicate claim")
     assert failures == [1]
     assert sorted(c["metadata"]["name"] for c in await kit.claims()) == sorted(statuses.values())
 
@@ -178,7 +188,7 @@ async def test_pod_deleted_mid_flight_leaves_no_claim_behind(kit: Kit) -> None:
     await kit.create(PODS, pod("short-lived", {"gpu": {"resourceClaimTemplateName": "t"}}))
     await asyncio.wait_for(deleted.wait(), 30)
     await eventually(lambda: _no_claims(kit), what="no claims left")
-    await asyncio.sleep(1.0)
+    await consistently(lambda: _no_claims(kit), 1.0, "no claim is created again for the deleted pod")
     assert await kit.claims() == []
 
 
@@ -186,7 +196,13 @@ async def test_shared_claim_is_not_touched_by_pod_sync(kit: Kit) -> None:
     await kit.create(RESOURCE_CLAIMS, plain_claim("shared"))
     await kit.start_controller()
     await kit.create(PODS, pod("user", {"s": {"resourceClaimName": "shared"}}))
-    await asyncio.sleep(1.0)
+
+    async def untouched() -> bool:
+        claim = await kit.get(RESOURCE_CLAIMS, "shared")
+        return claim is not None and "ownerReferences" not in claim["metadata"] and not any(
+            e["reason"] == "ResourceClaimNotFound" for e in await kit.pod_events("user"))
+
+    await consistently(untouched, 1.0, "pod sync leaves the shared claim alone")
     claim = await kit.get(RESOURCE_CLAIMS, "shared")
     assert claim is not None and "ownerReferences" not in claim["metadata"]
     assert not any(e["reason"] == "ResourceClaimNotFound" for e in await kit.pod_events("user"))

@@ -6,7 +6,6 @@ reservedFor) and sets pod phases through the status subresource, as a kubelet wo
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from cc_kit import Kit, consumer, eventually, plain_claim, pod, template
 
 from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,12 @@ async def test_finished_pod_claims_are_unreserved_deallocated_and_deleted(kit: K
     names = [await generated_claim(kit, "job", "a"), await generated_claim(kit, "job", "b")]
     for i, name in enumerate(names):
         await kit.allocate(name, NODE, p, device=f"gpu-{i}")
-    await asyncio.sleep(0.5)
+
+    async def kept() -> bool:
+        claims = [await kit.get(RESOURCE_CLAIMS, name) for name in names]
+        return all(c is not None and c["status"].get("reservedFor") == [consumer(p)] for c in claims)
+
+    await consistently(kept, 0.5, "a running consumer keeps its claims")
     for name in names:  # a running consumer keeps its claims
         claim = await kit.get(RESOURCE_CLAIMS, name)
         assert claim is not None and claim["status"]["reservedFor"] == [consumer(p)]
@@ -90,7 +95,11 @@ async def test_shared_claim_stays_allocated_while_a_consumer_lives_and_is_releas
 
     claim = await eventually(shared_released, what="shared claim released")
     assert claim["metadata"]["name"] == "shared"  # a user's claim is never deleted
-    await asyncio.sleep(0.5)
+
+    async def there() -> bool:
+        return await kit.get(RESOURCE_CLAIMS, "shared") is not None
+
+    await consistently(there, 0.5, "the user's claim is not deleted")
     assert await kit.get(RESOURCE_CLAIMS, "shared") is not None
 
 
@@ -125,7 +134,13 @@ async def test_unknown_reservation_kinds_are_left_alone(kit: Kit) -> None:
         return claim if claim and claim["status"].get("reservedFor") == [other] else None
 
     claim = await eventually(pod_unreserved, what="only the widget left")
-    await asyncio.sleep(0.5)
+
+    async def widget_keeps_it() -> bool:
+        claim = await kit.get(RESOURCE_CLAIMS, "shared")
+        status = (claim or {}).get("status") or {}
+        return status.get("reservedFor") == [other] and status.get("allocation") is not None
+
+    await consistently(widget_keeps_it, 0.5, "the widget's reservation and the allocation stay")
     claim = await kit.get(RESOURCE_CLAIMS, "shared")
     assert claim is not None and claim["status"]["reservedFor"] == [other]
     assert claim["status"]["allocation"] is not None
@@ -135,7 +150,12 @@ async def test_deleted_claim_with_nothing_reserved_is_released(kit: Kit) -> None
     await kit.create(RESOURCE_CLAIMS, plain_claim("doomed"))
     await kit.allocate("doomed", NODE)  # allocated (with finalizer) but never reserved
     await kit.start_controller()
-    await asyncio.sleep(0.5)
+
+    async def allocated() -> bool:
+        claim = await kit.get(RESOURCE_CLAIMS, "doomed")
+        return bool(claim and claim["status"].get("allocation"))
+
+    await consistently(allocated, 0.5, "the unreserved claim is left allocated")
     claim = await kit.get(RESOURCE_CLAIMS, "doomed")
     assert claim is not None and claim["status"]["allocation"] is not None  # not reserved: left alone
 
@@ -150,7 +170,12 @@ async def test_deleted_claim_in_use_waits_for_its_consumer(kit: Kit) -> None:
     await kit.allocate("busy", NODE, p)
     await kit.start_controller()
     await kit.kube.delete(RESOURCE_CLAIMS, "busy", kit.namespace)
-    await asyncio.sleep(1.0)
+
+    async def still_reserved() -> bool:
+        claim = await kit.get(RESOURCE_CLAIMS, "busy")
+        return bool(claim and claim["status"].get("reservedFor") == [consumer(p)])
+
+    await consistently(still_reserved, 1.0, "the deleted claim stays reserved for its live consumer")
     claim = await kit.get(RESOURCE_CLAIMS, "busy")
     assert claim is not None and claim["status"]["reservedFor"] == [consumer(p)]
 
@@ -178,7 +203,12 @@ async def test_reservation_of_a_pod_the_cache_does_not_know_is_checked_live(kit:
     await controller.pods.stop()  # the pod informer lags from now on
     p = await kit.create(PODS, pod("unseen", {"s": {"resourceClaimName": "shared"}}))
     await kit.allocate("shared", NODE, p)  # the claim event makes the controller look at it
-    await asyncio.sleep(1.0)
+
+    async def reserved() -> bool:
+        claim = await kit.get(RESOURCE_CLAIMS, "shared")
+        return bool(claim and claim["status"].get("reservedFor") == [consumer(p)])
+
+    await consistently(reserved, 1.0, "the live pod the cache does not know keeps its reservation")
     claim = await kit.get(RESOURCE_CLAIMS, "shared")
     assert claim is not None and claim["status"]["reservedFor"] == [consumer(p)]
 

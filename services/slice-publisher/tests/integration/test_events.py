@@ -59,7 +59,7 @@ async def test_every_pool_change_is_announced_in_the_shared_stream_with_its_sync
         await eventually(lambda: _pool(h, devices=8, unhealthy=1))
         await eventually(lambda: settled(pub))
         assert await bus.flush(30)  # the bus delivers in the background
-        await eventually(lambda: asyncio.sleep(0, len(received) >= pub.stats.events), what="all events seen")
+        await eventually(lambda: len(received) >= pub.stats.events, what="all events seen")
 
         # One event per sync that wrote, in order, counting exactly the writes.
         events = [lifecycle.decode(m) for m in received]

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from draflow_runtime.kube import RESOURCE_SLICES
-from draflow_testenv.wait import eventually
+from draflow_testenv.wait import consistently, eventually
 
 from .conftest import DRIVER, Harness, settled
 
@@ -64,7 +64,13 @@ async def test_inventory_8_200_8_and_restart_writes_nothing(harness: Harness) ->
     await h.stop_publisher(pub)
     again = await h.start_publisher()
     await eventually(lambda: settled(again), timeout=30)
-    await asyncio.sleep(0.5)  # let anything late show up
+
+    async def untouched() -> bool:
+        now = {s["metadata"]["name"]: (s["metadata"]["uid"], s["metadata"]["resourceVersion"])
+               for s in await h.slices()}
+        return again.stats.writes == 0 and now == before
+
+    await consistently(untouched, 0.5, "the restarted publisher writes nothing")  # anything late shows up
     assert again.stats.writes == 0, again.stats
     assert again.stats.syncs >= 1  # it did look at the pool
     after = {
@@ -193,7 +199,11 @@ async def test_startup_with_wipe_foreign_slices_removes_slices_of_drivers_that_d
     await h.kube.create(RESOURCE_SLICES, foreign_slice(h, "old.example.com"))
     started = time.monotonic()
     again = await h.start_publisher(startup_grace=2.0, wipe_foreign_slices=True)
-    await asyncio.sleep(1.0)
+
+    async def both() -> bool:
+        return len(await h.slices()) == 2
+
+    await consistently(both, 1.0, "nothing removed within the grace")
     assert len(await h.slices()) == 2  # nothing removed within the grace
     await eventually(lambda: _when(h, lambda s: len(s) == 0, empty_ok=True), timeout=20)
     assert time.monotonic() - started >= 2.0

@@ -18,6 +18,7 @@ from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.drahealth import HEALTH_APIS, HEALTH_SERVICES, HEALTH_V1, HEALTH_V1ALPHA1
+from draflow_testenv.wait import consistently
 from slice_publisher.drivers import DriverConnection, RegistryWatcher, single_node_dirs
 
 NODE = "node-a"
@@ -214,7 +215,12 @@ async def test_unimplemented_driver_is_reported_once_and_left_alone(watched: tup
     await drv.start()
     try:
         await rec.wait_for("unimplemented", "legacy.example.com")
-        await asyncio.sleep(0.5)
+
+        def left_alone() -> bool:
+            return rec.events.count(("unimplemented", "legacy.example.com")) == 1 and \
+                drv.get_info_calls == 1 and not [e for e in rec.events if e[0] == "unavailable"]
+
+        await consistently(left_alone, 0.5, "reported once, not asked again")
         assert rec.events.count(("unimplemented", "legacy.example.com")) == 1
         assert drv.get_info_calls == 1
         assert not [e for e in rec.events if e[0] == "unavailable"]
@@ -247,7 +253,7 @@ async def test_a_connection_cancelled_while_its_health_stream_winds_down_stops(
             await asyncio.Event().wait()
         except asyncio.CancelledError:
             winding_down.set()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # the fake's slow wind-down: the window the regression needs
             raise
 
     monkeypatch.setattr(DriverConnection, "_health", slow_to_stop_health)

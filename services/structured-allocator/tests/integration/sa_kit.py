@@ -10,9 +10,8 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import (
@@ -32,8 +31,6 @@ from structured_allocator.binder import Hooks
 from structured_allocator.explain_http import ExplanationStore
 from structured_allocator.scheduler import Scheduler
 from structured_allocator.settings import Settings
-
-T = TypeVar("T")
 
 DEFAULT_ALLOCATABLE = {"pods": "110", "cpu": "64", "memory": "256Gi", "ephemeral-storage": "1Ti"}
 
@@ -73,7 +70,7 @@ class Kit:
                           explanations=explanations)
         task = asyncio.create_task(sched.run(), name="allocator-under-test")
         self.schedulers.append((sched, task))
-        await eventually(_async(lambda: sched.synced or task.done()), what="allocator synced")
+        await eventually(lambda: sched.synced or task.done(), what="allocator synced")
         if task.done():
             task.result()
         return sched
@@ -250,9 +247,3 @@ class Kit:
 
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
-def _async(fn: Callable[[], T]) -> Callable[[], Awaitable[T]]:
-    async def wrapper() -> T:
-        return fn()
-    return wrapper

@@ -59,7 +59,7 @@ async def test_pathological_selectors_do_not_hold_up_the_allocator(kit: Kit) -> 
     await kit.slice(other, 2)
     await kit.template_pod("good2", "good")
     await kit.wait_bound("good2")
-    await eventually(lambda: _async(_unschedulable_decisions() > tried), what="the broken pod tried again")
+    await eventually(lambda: _unschedulable_decisions() > tried, what="the broken pod tried again")
     assert len(await _events(kit, "deep", "FailedScheduling")) == 1
     assert sched.queue.waiting_until(key) is None
 
@@ -68,7 +68,3 @@ def _unschedulable_decisions() -> float:
     """Decisions with outcome Unschedulable so far (only the broken pod has that outcome here)."""
     return REGISTRY.get_sample_value("draflow_allocator_decision_seconds_count",
                                      {"outcome": "unschedulable"}) or 0.0
-
-
-async def _async(value: bool) -> bool:
-    return value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 import time
 from typing import Any
@@ -11,6 +10,7 @@ import pytest
 from sa_kit import Kit, devices_of, eventually
 
 from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS
+from draflow_testenv.wait import consistently
 from structured_allocator.binder import FINALIZER
 
 pytestmark = pytest.mark.integration
@@ -100,8 +100,12 @@ async def test_pod_is_bound_only_once_binding_conditions_are_true(kit: Kit) -> N
     assert allocation["devices"]["results"][0]["bindingConditions"] == ["Attached"]
     await eventually(lambda: _has_event(kit, "p", "BindingConditionsPending"), what="pending event")
     await _set_device_conditions(kit, claim, Attached="False")
-    await asyncio.sleep(1.5)
-    assert not (await kit.kube.get(PODS, "p", kit.namespace))["spec"].get("nodeName")
+
+    async def unbound() -> bool:
+        return not (await kit.kube.get(PODS, "p", kit.namespace))["spec"].get("nodeName")
+
+    await consistently(unbound, 1.5, "pod p unbound while Attached is False")  # > binding_poll_interval
+    assert await unbound()
     await _set_device_conditions(kit, claim, Attached="True")
     assert await kit.wait_bound("p") == node
     final = await kit.claim_of("p")
@@ -184,7 +188,12 @@ async def test_claim_reserved_by_another_pod_is_never_deallocated(kit: Kit) -> N
     await kit.pod("p", {"gpu": {"resourceClaimName": "pinned"}})
     message = await kit.wait_condition("p", "nodes are available")
     assert re.search(r"\b0/\d+ nodes are available", message), message
-    await asyncio.sleep(1.0)
+
+    async def kept() -> bool:
+        return devices_of(await kit.kube.get(RESOURCE_CLAIMS, "pinned", kit.namespace)) == [
+            f"{kit.driver}/{bad}/gpu-0"]
+
+    await consistently(kept, 1.0, "claim pinned keeps its allocation on node bad")
     final = await kit.kube.get(RESOURCE_CLAIMS, "pinned", kit.namespace)
     assert devices_of(final) == [f"{kit.driver}/{bad}/gpu-0"]
 

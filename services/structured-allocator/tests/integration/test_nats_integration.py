@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import nats
 import orjson
 import pytest
@@ -73,10 +71,3 @@ async def test_allocate_request_for_a_bound_pod_writes_allocation_without_bindin
         await events.stop()
         await client.stop()
         await server.stop()
-
-
-def _async(fn):  # type: ignore[no-untyped-def]
-    async def wrapper():  # type: ignore[no-untyped-def]
-        await asyncio.sleep(0)
-        return fn()
-    return wrapper

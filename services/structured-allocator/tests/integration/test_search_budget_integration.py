@@ -84,7 +84,7 @@ async def test_healthz_is_served_while_a_long_decision_searches_node_after_node(
                     assert resp.status == 200
                     if sched.decision_lock.locked():  # answered while a decision holds the lock
                         answered_mid_decision += 1
-                await asyncio.sleep(0.005)
+                await asyncio.sleep(0.005)  # a client probing /healthz in a tight loop: the load tested
 
     task = asyncio.create_task(probe())
     try:
