@@ -6,7 +6,6 @@ with a driver runs twice (``driver_identity``): as the admin and with only the d
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
 
@@ -166,7 +165,7 @@ async def test_a_device_prepared_for_one_claim_is_refused_to_another_unless_it_i
     # The same node with the consumable profile: every GPU allows multiple allocations.
     (driver.root / "inventory.json").write_text(json.dumps({"gpuCount": 8, "profile": "consumable"}))
     gpu7 = (driver.node_name, "gpu-7")
-    await eventually(lambda: asyncio.sleep(0, driver.node.devices()[gpu7].allow_multiple_allocations),
+    await eventually(lambda: driver.node.devices()[gpu7].allow_multiple_allocations,
                      10, "the consumable inventory loaded")
     shared = [await allocated_claim(kube, ns, device_class, driver.node_name, device="gpu-7") for _ in "ab"]
     response = await driver.v1().NodePrepareResources(

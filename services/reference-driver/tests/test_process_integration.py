@@ -20,6 +20,7 @@ from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_testenv.wait import eventually
 from reference_driver import cdi
 from reference_driver.inventory import gpu_uuid
 
@@ -36,12 +37,8 @@ async def test_fleet_mode_answers_on_every_nodes_socket(run_service, kube, make_
         name="reference-driver-fleet",
     )
     reg_sockets = [short_tmp / n / "plugins_registry" / f"{DRIVER}-reg.sock" for n in nodes]
-    for _ in range(200):
-        if all(p.exists() for p in reg_sockets):
-            break
-        await asyncio.sleep(0.1)
-    else:
-        pytest.fail(f"fleet sockets did not appear; see {proc.log_path}")
+    await eventually(lambda: all(p.exists() for p in reg_sockets), 20,
+                     f"the fleet's sockets; see {proc.log_path}", interval=0.1)
 
     async def info(node: str, path: Path) -> tuple[str, str]:
         async with grpc.aio.insecure_channel(f"unix://{path}") as ch:
@@ -79,12 +76,8 @@ async def test_rpc_spans_continue_the_callers_trace(run_service, otlp_receiver, 
         kubeconfig=driver_identity.kubeconfig, name="reference-driver-traced",
     )
     dra_sock = short_tmp / "pl" / DRIVER / "dra.sock"
-    for _ in range(200):
-        if (short_tmp / "reg" / f"{DRIVER}-reg.sock").exists():
-            break
-        await asyncio.sleep(0.1)
-    else:
-        pytest.fail(f"driver sockets did not appear; see {proc.log_path}")
+    await eventually((short_tmp / "reg" / f"{DRIVER}-reg.sock").exists, 20,
+                     f"the driver's sockets; see {proc.log_path}", interval=0.1)
     trace_id, parent_id = uuid.uuid4().hex, uuid.uuid4().hex[:16]
     metadata = (("traceparent", f"00-{trace_id}-{parent_id}-01"),)
     unknown = dra_v1.Claim(namespace="ns", name="c", uid=str(uuid.uuid4()))
