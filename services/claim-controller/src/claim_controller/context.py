@@ -18,10 +18,10 @@ from draflow_runtime.errors import NotFound
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.mutationcache import MutationCache
 
 from .allocator import AllocatorClient
 from .events_bus import ClaimEvents
-from .mutation_cache import MutationCache
 from .reservations import GONE, PodState
 from .settings import Settings
 
@@ -107,7 +107,7 @@ class Context:
 
     def claims_owned_by(self, pod_uid: str) -> list[Obj]:
         """Claims controlled by the pod with ``pod_uid`` (informer index + mutation cache)."""
-        return self.mutations.by_owner(pod_uid, self.claims.by_index(BY_OWNER_UID, pod_uid))  # type: ignore[return-value]
+        return self.mutations.by_index(pod_uid, self.claims.by_index(BY_OWNER_UID, pod_uid))  # type: ignore[return-value]
 
     def pods_indexed(self, index: str, value: str) -> list[Obj]:
         """Cached pods under ``index`` = ``value`` (``BY_CLAIM``/``BY_TEMPLATE``)."""

@@ -34,6 +34,7 @@ from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
+from draflow_runtime.mutationcache import MutationCache
 from draflow_runtime.reconcile import Done, RequeueAfter, Runner, TerminalError
 from draflow_runtime.workqueue import WorkQueue
 
@@ -42,7 +43,6 @@ from .claims import sync_claim
 from .context import BY_CLAIM, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
 from .eviction import BY_POOL, TaintEviction, allocated_pools
-from .mutation_cache import MutationCache
 from .ownership import (
     claim_uses,
     extended_claim_name,
@@ -109,7 +109,7 @@ class Controller:
             recorder=self.recorder,
             events=ClaimEvents(bus),
             allocator=AllocatorClient(requester, settings.allocator_subject, settings.allocator_timeout),
-            mutations=MutationCache(settings.mutation_cache_ttl),
+            mutations=MutationCache(settings.mutation_cache_ttl, index=owner_pod_uid),
             deleted_pods=DeletedPods(settings.deleted_pods_cache_size),
             hooks=hooks or Hooks(),
             tracer=trace.get_tracer("claim_controller", tracer_provider=tracer_provider),

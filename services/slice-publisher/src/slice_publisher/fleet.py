@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -43,6 +43,7 @@ from draflow_runtime.errors import Conflict, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 from draflow_runtime.log import get_logger
+from draflow_runtime.mutationcache import MutationCache
 from draflow_runtime.reconcile import Done, Runner
 from draflow_runtime.workqueue import WorkQueue
 from slice_publisher import events
@@ -54,6 +55,7 @@ from slice_publisher.pool_sync import (
     POOL_HASH_LABEL,
     PUBLISHER_NODE_LABEL,
     ApplyResult,
+    Plan,
     apply_plan,
     node_label_value,
     node_owner_reference,
@@ -124,7 +126,7 @@ class Publisher:
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
         self._drivers: dict[tuple[str, str], DriverState] = {}
         self._node_by_label: dict[str, str] = {}
-        self._written: dict[str, dict[str, tuple[dict[str, Any] | None, str, float]]] = {}
+        self._writes = MutationCache(WRITE_MEMORY_SECONDS, index=_pool_hash_of)
         self._startup_done = False
         self._wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
         self.startup_cleaned = asyncio.Event()
@@ -146,7 +148,7 @@ class Publisher:
             label_selector=slice_selector,
             name="resourceslices",
             indexers={
-                "byPoolHash": lambda o: [o["metadata"]["labels"][POOL_HASH_LABEL]],
+                "byPoolHash": _pool_hash_of,
                 "byPublisherNode": lambda o: [o["metadata"]["labels"][PUBLISHER_NODE_LABEL]],
             },
         )
@@ -306,35 +308,16 @@ class Publisher:
 
     def existing(self, phash: str) -> list[dict[str, Any]]:
         """The pool's slices: the informer cache, corrected by this process's writes it has not seen."""
-        objs = {s["metadata"]["name"]: s for s in self.slices.by_index("byPoolHash", phash)}
-        written = self._written.get(phash)
-        if not written:
-            return list(objs.values())
-        seen_rv = _int(self.slices.resource_version)
-        now = time.monotonic()
-        for name, (obj, uid_or_rv, at) in list(written.items()):
-            cached = objs.get(name)
-            if obj is None:  # deleted by us; uid_or_rv is the uid
-                stale = cached is not None and cached["metadata"]["uid"] == uid_or_rv
-                if stale and now - at < WRITE_MEMORY_SECONDS:
-                    del objs[name]
-                    continue
-            elif seen_rv < _int(uid_or_rv) and now - at < WRITE_MEMORY_SECONDS:
-                objs[name] = obj
-                continue
-            del written[name]
-        if not written:
-            self._written.pop(phash, None)
-        return list(objs.values())
+        cached = self.slices.by_index("byPoolHash", phash)
+        return self._writes.by_index(phash, cached, seen_rv=self.slices.resource_version)  # type: ignore[return-value]
 
-    def _remember(self, phash: str, result: ApplyResult, deleted_uids: dict[str, str]) -> None:
-        written = self._written.setdefault(phash, {})
-        now = time.monotonic()
+    def _remember(self, plan: Plan, result: ApplyResult) -> None:
+        deleted = {o["metadata"]["name"]: o for o in plan.deletes}
         for name, obj in result.written.items():
             if obj is None:
-                written[name] = (None, deleted_uids.get(name, ""), now)
+                self._writes.deleted(deleted[name])
             else:
-                written[name] = (obj, obj["metadata"]["resourceVersion"], now)
+                self._writes.mutated(obj)
 
     async def reconcile(self, key: Hashable) -> Done:
         node, driver, pool = cast(PoolKey, key)
@@ -376,14 +359,13 @@ class Publisher:
             if plan.empty:
                 return Done()
             result = ApplyResult()
-            deleted_uids = {o["metadata"]["name"]: o["metadata"]["uid"] for o in plan.deletes}
             try:
                 await apply_plan(self.kube, plan, field_manager=self.settings.field_manager, result=result)
             except (Conflict, NotFound) as exc:
                 log.info("stale cache, will retry", node=node, driver=driver, pool=pool, error=str(exc))
                 raise
             finally:
-                self._remember(phash, result, deleted_uids)
+                self._remember(plan, result)
                 self._count(driver, result)
             span.set_attributes(
                 {"created": result.created, "updated": result.updated, "deleted": result.deleted}
@@ -423,8 +405,5 @@ class Publisher:
         SLICES_DELETED.labels(driver).inc(result.deleted)
 
 
-def _int(rv: str | None) -> int:
-    try:
-        return int(rv or 0)
-    except ValueError:
-        return 0
+def _pool_hash_of(obj: Mapping[str, Any]) -> list[str]:
+    return [obj["metadata"]["labels"][POOL_HASH_LABEL]]
