@@ -84,6 +84,9 @@ GRANTS: dict[str, list[Grant]] = {
         ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
         *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
           for r in ("resourceslices", "deviceclasses", "devicetaintrules")],
+        *[(v, "resource.k8s.io", "resourcepoolstatusrequests", "cluster")
+          for v in ("get", "list", "watch", "delete")],
+        ("update", "resource.k8s.io", "resourcepoolstatusrequests/status", "cluster"),
         *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
         ("create", "", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
@@ -115,6 +118,8 @@ DENIED: dict[str, list[Grant]] = {
         ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
         ("update", "resource.k8s.io", "resourceclaims", "cluster"),  # only patched; status is PUT
+        ("create", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),  # users ask, it answers
+        ("update", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),
     ],
     "slice-publisher": [
         ("get", "", "pods", "cluster"), ("update", "resource.k8s.io", "resourceclaims", "cluster"),
@@ -156,7 +161,7 @@ VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletec
 API_GROUPS = {
     "pods": "", "nodes": "", "events": "", "leases": "coordination.k8s.io",
     **{r: "resource.k8s.io" for r in ("resourceclaims", "resourceclaimtemplates", "resourceslices",
-                                       "deviceclasses", "devicetaintrules")},
+                                       "deviceclasses", "devicetaintrules", "resourcepoolstatusrequests")},
 }
 SIMULATED_KUBELET_ONLY = "simulated kubelet only"
 
@@ -217,7 +222,8 @@ async def can(kube: KubeClient, ns: str, sa: str, grant: Grant) -> bool:
             attrs["name"] = where.removeprefix("lease:")
     elif where == "node-leases":
         attrs["namespace"] = "kube-node-lease"
-    elif resource not in ("nodes", "resourceslices", "deviceclasses", "devicetaintrules") and \
+    elif resource not in ("nodes", "resourceslices", "deviceclasses", "devicetaintrules",
+                          "resourcepoolstatusrequests") and \
             (resource, subresource) != ("resourceclaims", "binding"):  # the API server checks it cluster-wide
         attrs["namespace"] = "default"
     review = {

@@ -47,6 +47,7 @@ __all__ = [
     "PODS",
     "RESOURCE_CLAIMS",
     "RESOURCE_CLAIM_TEMPLATES",
+    "RESOURCE_POOL_STATUS_REQUESTS",
     "RESOURCE_SLICES",
     "SERVICE_ACCOUNTS",
     "KubeClient",
@@ -116,6 +117,10 @@ RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceS
 DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
 # resource.k8s.io/v1 since 1.37 (DRADeviceTaintRules GA; verified in v1.37.1 discovery); 1.36: v1beta2 only.
 DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False)
+# resource.k8s.io/v1alpha3 only (DRAResourcePoolStatus, alpha in 1.36 and 1.37).
+RESOURCE_POOL_STATUS_REQUESTS = Resource(
+    "resource.k8s.io", "v1alpha3", "resourcepoolstatusrequests", "ResourcePoolStatusRequest", False
+)
 
 
 # What the official client uses when a request has no timeout of its own.

@@ -31,6 +31,8 @@ WANTED_GATES = (
     "DRAListTypeAttributes",
     "DRADeviceCompatibilityGroups",
     "DRADerivedAttributes",
+    "DRAResourcePoolStatus",
+    "DRAPartitionableDevicesType",
 )
 
 # DRA gates the pinned kube-apiserver accepts that draflow does not switch on yet, with the reason
@@ -40,8 +42,6 @@ NOT_WANTED_GATES: dict[str, str] = {
     "kubelet-dra-shim still calls NodePrepare/NodeUnprepareResources for such devices and simulated nodes "
     "do not declare the feature",
     "DRANodeAllocatableResources": "not implemented (node-allocatable resources backed by devices)",
-    "DRAPartitionableDevicesType": "not implemented (needs DRAResourcePoolStatus)",
-    "DRAResourcePoolStatus": "not implemented (ResourcePoolStatusRequest answers)",
     "DRAWorkloadResourceClaims": "not implemented (PodGroup / workload claims)",
 }
 

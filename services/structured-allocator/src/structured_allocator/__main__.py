@@ -21,6 +21,7 @@ from draflow_runtime.settings import load_settings
 from draflow_runtime.tracing import setup_tracing, shutdown_tracing
 
 from .explain_http import ExplanationStore
+from .poolstatus_controller import pool_status_answers
 from .responder import AllocateResponder
 from .scheduler import COMPONENT, Scheduler
 from .settings import Settings
@@ -43,7 +44,9 @@ async def lead(settings: Settings, kube: KubeClient, explanations: ExplanationSt
                             queue=COMPONENT)
             if settings.pool_events_subject:
                 await bus.subscribe(settings.pool_events_subject, scheduler.nudge)
-        await scheduler.run()
+        async with pool_status_answers(kube, scheduler.state, settings.field_manager,
+                                       enabled=settings.gates["DRAResourcePoolStatus"]):
+            await scheduler.run()
     finally:
         current.remove(scheduler)
         await bus.stop()

@@ -67,6 +67,10 @@ class AssumeCache:
     def assumed(self, uid: str) -> Assumed | None:
         return self._assumed.get(uid)
 
+    def allocations(self) -> list[Mapping[str, Any]]:
+        """Every claim's effective allocation (the API server's, or the one being written)."""
+        return list(self._effective.values())
+
     def in_flight(self) -> list[Assumed]:
         return list(self._assumed.values())
 

@@ -46,7 +46,8 @@ LOCKED = frozenset(
 
 # Off upstream, on in draflow's test environment and `make up` (draflow_testenv.featuregates.WANTED_GATES);
 # a unit test keeps the two lists in step.
-DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes")
+DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes",
+              "DRAResourcePoolStatus", "DRAPartitionableDevicesType")
 DRAFLOW_DEFAULTS: Mapping[str, bool] = {**GATES, **dict.fromkeys(DRAFLOW_ON, True)}
 
 
