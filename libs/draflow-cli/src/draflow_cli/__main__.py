@@ -1,12 +1,14 @@
 """``draflow``: look at a running draflow from the outside.
 
-    draflow status                         devices per node and pool: total, allocated, tainted, unhealthy
+    draflow status                         devices per node and pool: total, allocated, tainted, unhealthy;
+                                           the allocator's pool status (ResourcePoolStatusRequest)
     draflow explain <namespace>/<claim>    why a claim is not allocated (the allocator's explanation)
     draflow events [--claim ns/name]       a claim's lifecycle timeline, or the latest events
     draflow trace <namespace>/<claim>      the claim's span tree from Jaeger, with the Jaeger link
 
 Every flag has an environment twin: --kubeconfig KUBECONFIG, --nats-url NATS_URL, --jaeger-url JAEGER_URL,
---allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them).
+--allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them),
+status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
 """
 
 from __future__ import annotations
@@ -44,7 +46,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allocator-url", default=env("DRAFLOW_ALLOCATOR_URL", "http://127.0.0.1:8080"),
                    help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; default %(default)s)")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("status", help="devices per node and pool: total, allocated, tainted, unhealthy, free")
+    st = sub.add_parser("status", help="devices per node and pool: total, allocated, tainted, unhealthy, "
+                        "free; then the structured-allocator's pool status")
+    st.add_argument("--pool-status-wait", type=float, default=float(env("DRAFLOW_POOL_STATUS_WAIT", "5")),
+                    help="seconds to wait for the allocator's ResourcePoolStatusRequest answers (env "
+                    "DRAFLOW_POOL_STATUS_WAIT; default %(default)s; negative: skip them)")
     ex = sub.add_parser("explain", help="why a claim is (not) allocated")
     ex.add_argument("claim", type=_claim_ref, metavar="NAMESPACE/CLAIM")
     ev = sub.add_parser("events", help="a claim's lifecycle timeline, or the latest events")
@@ -66,7 +72,7 @@ async def _with_kube(args: argparse.Namespace, fn: Callable[[KubeClient], Awaita
 
 async def run(args: argparse.Namespace) -> str:
     if args.command == "status":
-        return await _with_kube(args, status.run)
+        return await _with_kube(args, lambda k: status.run(k, args.pool_status_wait))
     if args.command == "explain":
         return await _with_kube(args, lambda k: explain.run(k, args.allocator_url, *args.claim))
     if args.command == "trace":

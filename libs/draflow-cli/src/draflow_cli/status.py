@@ -10,6 +10,10 @@ service believes. The counting is the pure :func:`summarize`:
 - tainted = the device has at least one taint; unhealthy = a taint with key ``draflow.dev/unhealthy``
   or ``<driver>/unhealthy``;
 - free = neither allocated nor tainted.
+
+Below it, the structured-allocator's own numbers per driver and pool (a ResourcePoolStatusRequest,
+:mod:`.poolstatus`): they count allocations it is still writing and say which devices are unavailable
+(NoSchedule/NoExecute taints, DeviceTaintRules), plus partition and shareable summaries.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from typing import Any
 
 from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 
+from . import poolstatus
 from .table import render
 
 UNHEALTHY_TAINT = "draflow.dev/unhealthy"
@@ -112,7 +117,15 @@ def format_status(pools: list[PoolStatus], claims: list[Mapping[str, Any]]) -> s
     )
 
 
-async def run(kube: KubeClient) -> str:
+async def run(kube: KubeClient, pool_status_wait: float = 5.0) -> str:
+    """The table of the API server's view, then the structured-allocator's answer per driver
+    (:mod:`.poolstatus`; skipped with ``pool_status_wait < 0``)."""
     slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
     claims = (await kube.list(RESOURCE_CLAIMS)).get("items") or []
-    return format_status(summarize(slices, claims), claims)
+    out = format_status(summarize(slices, claims), claims)
+    if pool_status_wait >= 0:
+        drivers = {(s.get("spec") or {}).get("driver", "") for s in slices} - {""}
+        section = await poolstatus.run(kube, drivers, pool_status_wait)
+        if section:
+            out += "\n\n" + section
+    return out

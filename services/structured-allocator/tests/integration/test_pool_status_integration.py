@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from sa_kit import Kit, eventually
 
+from draflow_cli import status as cli_status
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import RESOURCE_POOL_STATUS_REQUESTS, RESOURCE_SLICES
 from structured_allocator.poolstatus_controller import PoolStatusController, pool_status_answers
@@ -137,7 +138,11 @@ async def test_partition_summary_from_the_slices_partition_type_attribute(kit: K
         await kit.template_pod("half-user", "half")
         await kit.wait_bound("half-user")
         status = await answer_of(kit, await ask(kit, "parts", poolName="mig"))
+        cli = await cli_status.run(kit.kube, pool_status_wait=30)  # `draflow status` asks the same way
     [pool] = status["pools"]
+    rows = [line.split() for line in cli.splitlines() if line.startswith(f"{kit.driver} ")]
+    assert rows == [[kit.driver, "mig", "-", "2", "3", "1", "0", "2"]], cli
+    assert f"mig: partitions by {kit.driver}/profile (allocatable/total): Full 0/1, Half 1/2" in cli
     assert "validationError" not in pool, pool
     assert pool["partitionSummary"] == [
         {"attribute": f"{kit.driver}/profile", "type": "Full", "total": 1, "allocatable": 0},
