@@ -40,8 +40,9 @@ from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound, Transp
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import RESOURCE_POOL_STATUS_REQUESTS, KubeClient
 from draflow_runtime.log import get_logger
+from draflow_runtime.metrics import registered_collector
 from draflow_runtime.reconcile import Done, ReconcileResult, RequeueWithBackoff, Runner
-from draflow_runtime.workqueue import WorkQueue, registered_collector
+from draflow_runtime.workqueue import WorkQueue
 
 from .poolstatus import COMPLETE, FAILED, compute_status, failed_status
 from .state import ClusterState
