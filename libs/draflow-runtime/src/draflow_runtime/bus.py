@@ -14,19 +14,11 @@ Kubernetes is the truth, NATS only cuts latency and keeps history, so the bus ne
 - Streams declared with :meth:`ensure_stream` and subscriptions made with :meth:`serve`/:meth:`subscribe`
   before NATS was reachable are applied when it is; streams are re-applied after every reconnect.
 
-Errors (all :class:`BusError`, a ``DraflowError``)::
-
-    BusError
-    ├── BusUnavailable     not connected / the connection broke during the call
-    ├── NoResponders       request: nobody serves the subject
-    ├── RequestTimeout     request: no reply within the timeout
-    ├── RemoteError        request: the responder's handler raised (``Draflow-Error`` reply header)
-    └── PublishRejected    JetStream refused the message (4xx: no such stream, limits...); not retried:
-                           the delivery task logs and drops it (publish itself never raises it)
-
-Metrics (label ``name``): ``draflow_bus_published_total``, ``draflow_bus_outboxed_total``,
-``draflow_bus_dropped_total{reason=outbox_full|rejected}``, ``draflow_bus_delivered_from_outbox_total``,
-``draflow_bus_outbox_depth``.
+The bus in modules: this one is the client (connection, streams, the public calls); the outbox and its
+delivery task (with the ``draflow_bus_*`` metrics) are in :mod:`draflow_runtime.outbox`, request/reply and
+nudge callbacks in :mod:`draflow_runtime.busrpc`, the pull consumer in :mod:`draflow_runtime.busconsumer`,
+the errors (all :class:`BusError`) and their tree in :mod:`draflow_runtime.buserrors` (all importable
+from here).
 """
 
 from __future__ import annotations
@@ -34,17 +26,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 
 import nats.errors
 import nats.js.errors
 from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.aio.subscription import Subscription
 from nats.js.api import StorageType, StreamConfig
 from nats.js.client import JetStreamContext
-from prometheus_client import Counter, Gauge
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
 from draflow_runtime.busconsumer import PullConsumer
@@ -56,12 +44,11 @@ from draflow_runtime.buserrors import (
     PublishRejected,
     RemoteError,
     RequestTimeout,
-    _is_rejection,
-    _rejected,
 )
+from draflow_runtime.busrpc import ERROR_HEADER, Handler, NudgeHandler, SubSpec, listener, request, responder
 from draflow_runtime.log import get_logger
-from draflow_runtime.outbox import Outbox, OutboxMessage
-from draflow_runtime.tracing import attach, context_from_headers, detach, inject_into_headers
+from draflow_runtime.outbox import MSG_ID_HEADER, Outbox, OutboxDelivery, OutboxMessage
+from draflow_runtime.tracing import inject_into_headers
 
 __all__ = [
     "ERROR_HEADER",
@@ -79,40 +66,6 @@ __all__ = [
 ]
 
 log = get_logger(__name__)
-
-MSG_ID_HEADER = "Nats-Msg-Id"
-ERROR_HEADER = "Draflow-Error"
-
-Handler = Callable[[bytes, dict[str, str]], Awaitable[bytes]]
-NudgeHandler = Callable[[bytes, dict[str, str]], Awaitable[None]]
-
-PUBLISHED = Counter(
-    "draflow_bus_published_total", "Messages accepted by NATS, outbox deliveries included.", ["name"]
-)
-OUTBOXED = Counter(
-    "draflow_bus_outboxed_total", "Messages queued in the outbox for delivery (every publish).", ["name"]
-)
-DROPPED = Counter(
-    "draflow_bus_dropped_total", "Messages lost: evicted from a full outbox or rejected.", ["name", "reason"]
-)
-DELIVERED = Counter(
-    "draflow_bus_delivered_from_outbox_total", "Messages delivered from the outbox.", ["name"]
-)
-OUTBOX_DEPTH = Gauge("draflow_bus_outbox_depth", "Messages waiting in the outbox.", ["name"])
-
-
-# --- subscriptions ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class _SubSpec:
-    subject: str
-    callback: Callable[[Msg], Awaitable[None]]
-    queue: str = ""
-    sub: Subscription | None = None
-
-
-# --- the bus ----------------------------------------------------------------------------------------------
 
 
 class EventBus:
@@ -134,24 +87,22 @@ class EventBus:
     ) -> None:
         self.url = url
         self.name = name
-        self._outbox: Outbox[OutboxMessage] = Outbox(outbox_size)
         self._publish_timeout = publish_timeout
         self._connect_timeout = connect_timeout
         self._reconnect_wait = reconnect_wait
         self._max_backoff = max_backoff
         self._drain_timeout = drain_timeout
-        self._max_in_flight = max(1, max_in_flight)
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         self._ready = asyncio.Event()  # connected and streams applied
-        self._wake = asyncio.Event()  # outbox has work
-        self._empty = asyncio.Event()  # outbox is empty
-        self._empty.set()
+        self._delivery = OutboxDelivery(
+            name, outbox_size, self._send, self._ready, max_in_flight=max_in_flight, max_backoff=max_backoff
+        )
+        self._outbox = self._delivery.outbox
         self._streams: dict[str, StreamConfig] = {}
-        self._subs: list[_SubSpec] = []
+        self._subs: list[SubSpec] = []
         self._consumers: list[PullConsumer] = []
         self._tasks: list[asyncio.Task[None]] = []
-        OUTBOX_DEPTH.labels(name).set(0)
 
     # -- life cycle
 
@@ -176,7 +127,7 @@ class EventBus:
             return
         self._tasks = [
             asyncio.create_task(self._connect_forever(), name=f"bus-{self.name}-connect"),
-            asyncio.create_task(self._deliver_forever(), name=f"bus-{self.name}-outbox"),
+            asyncio.create_task(self._delivery.run_forever(), name=f"bus-{self.name}-outbox"),
         ]
         if not await self.wait_connected(self._connect_timeout):
             log.warning("nats unreachable, starting without it", bus=self.name, url=self.url)
@@ -194,8 +145,7 @@ class EventBus:
         subscriptions finish their in-flight messages, buffered publishes are flushed. Messages still in
         the outbox are lost and logged."""
         if self.connected and len(self._outbox):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._empty.wait(), timeout)
+            await self._delivery.wait_empty(timeout)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -270,7 +220,7 @@ class EventBus:
                 delay = min(delay * 2, self._max_backoff)
                 continue
             self._ready.set()
-            self._wake.set()
+            self._delivery.wake()
             return
 
     async def _set_up(self) -> None:
@@ -323,7 +273,7 @@ class EventBus:
         hdrs = inject_into_headers(headers)
         if jetstream:
             hdrs[MSG_ID_HEADER] = msg_id or hdrs.get(MSG_ID_HEADER) or uuid.uuid4().hex
-        self._keep(OutboxMessage(subject, data, hdrs, jetstream))
+        self._delivery.keep(OutboxMessage(subject, data, hdrs, jetstream))
         return True
 
     async def flush(self, timeout: float | None = None) -> bool:  # noqa: ASYNC109
@@ -331,9 +281,7 @@ class EventBus:
         dropped; return whether the outbox is empty."""
         if not self.enabled:
             return True
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._empty.wait(), timeout)
-        return not len(self._outbox)
+        return await self._delivery.wait_empty(timeout)
 
     async def _send(self, msg: OutboxMessage) -> None:
         nc = self._nc
@@ -347,72 +295,6 @@ class EventBus:
                 log.debug("duplicate publish ignored by jetstream", subject=msg.subject, seq=ack.seq)
         else:
             await nc.publish(msg.subject, msg.data, headers=dict(msg.headers))
-
-    def _keep(self, msg: OutboxMessage) -> None:
-        evicted = self._outbox.push(msg)
-        OUTBOXED.labels(self.name).inc()
-        if evicted is not None:
-            DROPPED.labels(self.name, "outbox_full").inc()
-            log.warning(
-                "outbox full, dropped oldest message",
-                bus=self.name,
-                subject=evicted.subject,
-                msg_id=evicted.headers.get(MSG_ID_HEADER),
-                size=self._outbox.maxsize,
-            )
-        OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
-        self._empty.clear()
-        self._wake.set()
-
-    async def _deliver_forever(self) -> None:
-        """Deliver the outbox from its head, in order: up to ``max_in_flight`` messages are written in
-        order and their acks awaited together; each acked (or refused) one leaves the outbox, the others
-        are retried with backoff."""
-        backoff = 0.1
-        while True:
-            await self._wake.wait()
-            batch = self._outbox.head(self._max_in_flight)
-            if not batch:
-                self._wake.clear()
-                self._empty.set()
-                continue
-            await self._ready.wait()
-            # Tasks start in creation order and each writes its message before its first suspension,
-            # so the messages reach the server in outbox order.
-            results = await asyncio.gather(*(self._send(m) for m in batch), return_exceptions=True)
-            failed: BaseException | None = None
-            for msg, result in zip(batch, results, strict=True):
-                if isinstance(result, asyncio.CancelledError):
-                    raise result
-                if result is None:
-                    self._delivered(msg)
-                elif isinstance(result, nats.js.errors.APIError) and _is_rejection(result):
-                    self._drop_rejected(msg, result)
-                elif isinstance(result, _TRANSIENT):
-                    failed = failed or result
-                else:
-                    raise result
-            OUTBOX_DEPTH.labels(self.name).set(len(self._outbox))
-            if failed is None:
-                backoff = 0.1
-                continue
-            log.debug("outbox delivery failed, retrying", bus=self.name, error=repr(failed))
-            await asyncio.sleep(backoff)
-            backoff = min(backoff * 2, self._max_backoff)
-
-    def _delivered(self, msg: OutboxMessage) -> None:
-        if self._outbox.discard(msg):  # not there: evicted while in flight (already counted as dropped)
-            PUBLISHED.labels(self.name).inc()
-            DELIVERED.labels(self.name).inc()
-
-    def _drop_rejected(self, msg: OutboxMessage, exc: nats.js.errors.APIError) -> None:
-        self._outbox.discard(msg)
-        DROPPED.labels(self.name, "rejected").inc()
-        err = _rejected(exc, msg.subject)
-        log.error(
-            "jetstream rejected outbox message, dropped",
-            bus=self.name, subject=msg.subject, code=err.code, err_code=err.err_code, error=str(err),
-        )
 
     # -- JetStream set-up
 
@@ -482,21 +364,7 @@ class EventBus:
         headers: Mapping[str, str] | None = None,
     ) -> bytes:
         """Core NATS request/reply with the current trace context; returns the reply payload."""
-        nc = self._nc
-        if nc is None or not nc.is_connected:
-            raise BusUnavailable("not connected to NATS", subject=subject)
-        try:
-            reply = await nc.request(subject, data, timeout=timeout, headers=inject_into_headers(headers))
-        except nats.errors.NoRespondersError as exc:
-            raise NoResponders("no responders", subject=subject) from exc
-        except nats.errors.TimeoutError as exc:
-            raise RequestTimeout("no reply in time", subject=subject, timeout=timeout) from exc
-        except _TRANSIENT as exc:
-            raise BusUnavailable(f"request failed: {exc!r}", subject=subject) from exc
-        if reply.headers and ERROR_HEADER in reply.headers:
-            remote = reply.headers[ERROR_HEADER]
-            raise RemoteError(f"responder failed: {remote}", subject=subject, remote=remote)
-        return reply.data
+        return await request(self._nc, subject, data, timeout, headers)
 
     async def serve(self, subject: str, handler: Handler, queue: str | None = None) -> None:
         """Answer requests on ``subject`` with ``await handler(data, headers)``.
@@ -505,46 +373,19 @@ class EventBus:
         :class:`RemoteError`. Requests of one subscription are handled one at a time; use a ``queue``
         group to spread them over replicas.
         """
-
-        async def on_request(msg: Msg) -> None:
-            headers = dict(msg.headers or {})
-            reply_headers: dict[str, str] | None = None
-            token = attach(context_from_headers(headers))
-            try:
-                body = await handler(msg.data, headers)
-            except Exception as exc:
-                log.exception("request handler failed", bus=self.name, subject=subject)
-                body = b""
-                reply_headers = {ERROR_HEADER: " ".join(f"{type(exc).__name__}: {exc}".split())}
-            finally:
-                detach(token)
-            if msg.reply and self._nc is not None:
-                with contextlib.suppress(*_TRANSIENT):
-                    await self._nc.publish(msg.reply, body, headers=reply_headers)
-
-        await self._add_subscription(_SubSpec(subject, on_request, queue or ""))
+        callback = responder(self.name, subject, handler, lambda: self._nc)
+        await self._add_subscription(SubSpec(subject, callback, queue or ""))
 
     async def subscribe(self, subject: str, handler: NudgeHandler) -> None:
         """Call ``await handler(data, headers)`` for each core NATS message on ``subject`` (nudges:
         at-most-once, lost while disconnected). Runs with the publisher's trace context current."""
+        await self._add_subscription(SubSpec(subject, listener(self.name, subject, handler)))
 
-        async def on_message(msg: Msg) -> None:
-            headers = dict(msg.headers or {})
-            token = attach(context_from_headers(headers))
-            try:
-                await handler(msg.data, headers)
-            except Exception:
-                log.exception("message handler failed", bus=self.name, subject=subject)
-            finally:
-                detach(token)
-
-        await self._add_subscription(_SubSpec(subject, on_message))
-
-    async def _add_subscription(self, spec: _SubSpec) -> None:
+    async def _add_subscription(self, spec: SubSpec) -> None:
         self._subs.append(spec)
         if self.enabled and self._nc is not None and self._nc.is_connected:
             await self._subscribe_spec(spec)
 
-    async def _subscribe_spec(self, spec: _SubSpec) -> None:
+    async def _subscribe_spec(self, spec: SubSpec) -> None:
         assert self._nc is not None
         spec.sub = await self._nc.subscribe(spec.subject, queue=spec.queue, cb=spec.callback)

@@ -1,5 +1,16 @@
-"""The errors of :mod:`draflow_runtime.bus` (all :class:`BusError`, a ``DraflowError``) and how a NATS
-failure maps onto them. Import them from :mod:`draflow_runtime.bus`."""
+"""The errors of :mod:`draflow_runtime.bus` and how a NATS failure maps onto them. Import them from
+:mod:`draflow_runtime.bus`.
+
+Errors (all :class:`BusError`, a ``DraflowError``)::
+
+    BusError
+    ├── BusUnavailable     not connected / the connection broke during the call
+    ├── NoResponders       request: nobody serves the subject
+    ├── RequestTimeout     request: no reply within the timeout
+    ├── RemoteError        request: the responder's handler raised (``Draflow-Error`` reply header)
+    └── PublishRejected    JetStream refused the message (4xx: no such stream, limits...); not retried:
+                           the delivery task logs and drops it (publish itself never raises it)
+"""
 
 from __future__ import annotations
 
