@@ -7,10 +7,12 @@ from typing import Any
 import pytest
 
 from draflow_cli.__main__ import parser
+from draflow_cli.events import describe
 from draflow_cli.explain import format_conditions, format_explanation, pods_of
 from draflow_cli.status import format_status, summarize
 from draflow_cli.table import render
 from draflow_cli.trace import build_tree, format_tree, trace_id_of
+from draflow_runtime.lifecycle import build_claim_event
 
 DRIVER = "gpu.draflow.example"
 
@@ -153,3 +155,19 @@ def test_flags_have_environment_twins(monkeypatch: pytest.MonkeyPatch) -> None:
     assert (args.nats_url, args.jaeger_url, args.kubeconfig, args.allocator_url) == (
         "nats://env:4222", "http://env:16686", "/env/kubeconfig", "http://env:8080"
     )
+
+
+def test_describe_is_one_readable_line() -> None:
+    claim = {
+        "metadata": {"namespace": "team-a", "name": "trainer-gpu-x7k2p", "uid": "uid-1"},
+        "status": {"allocation": {
+            "devices": {"results": [
+                {"request": "gpu", "driver": "gpu.draflow.example", "pool": "node-1", "device": "gpu-0"}]},
+            "nodeSelector": {"nodeSelectorTerms": [
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}]},
+        }},
+    }
+    line = describe(build_claim_event("allocated", claim, service="structured-allocator"))
+    assert line.startswith("allocated")
+    assert "team-a/trainer-gpu-x7k2p" in line and "node=node-1" in line and "node-1/gpu-0" in line
+    assert "\n" not in line

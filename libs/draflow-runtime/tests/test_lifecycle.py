@@ -1,7 +1,10 @@
-"""Lifecycle events without servers: subjects, escaping, encode/decode, JSON compatibility, ids."""
+"""Lifecycle events without servers: subjects, escaping, encode/decode, ids."""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -9,9 +12,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from draflow_runtime import lifecycle
+from draflow_runtime.bus import EventBus
 from draflow_runtime.lifecycle import (
     CLAIM_KINDS,
-    ClaimEvent,
     ClaimEventKind,
     PoolChanged,
     build_claim_event,
@@ -19,7 +22,6 @@ from draflow_runtime.lifecycle import (
     claim_msg_id,
     claim_subject,
     decode_payload,
-    describe,
     kind_name,
     pool_subject,
     subject_token,
@@ -144,32 +146,33 @@ def test_protobuf_round_trip_by_header_and_by_subject() -> None:
     assert isinstance(decoded, PoolChanged) and decoded == pool
 
 
-def test_json_events_of_services_not_yet_on_protobuf_are_converted() -> None:
+def test_json_bodies_are_not_events() -> None:
+    """Every publisher sends protobuf; a JSON body (the format before the protobuf schema) is refused."""
     shim = orjson.dumps({
         "claimUID": "u", "namespace": "ns", "name": "c", "node": "n", "driver": "d",
         "devices": [{"pool": "n", "device": "gpu-0", "cdiDeviceIDs": ["d/gpu=u-gpu-0"]}],
         "pod": "ns/p", "error": "driver said no", "time": 10.0,
     })
-    event = decode_payload("draflow.events.claim.ns.c.prepare_failed", shim)
-    assert isinstance(event, ClaimEvent)
-    assert event.kind == ClaimEventKind.CLAIM_EVENT_KIND_PREPARE_FAILED
-    assert (event.pod.name, event.node, event.driver, event.message) == ("p", "n", "d", "driver said no")
-    assert list(event.devices[0].cdi_device_ids) == ["d/gpu=u-gpu-0"]
-    pool = decode_payload("draflow.events.pool.d.n.changed", orjson.dumps({
-        "driver": "d", "node": "n", "pool": "n", "generation": 2, "resourceSliceCount": 1, "devices": 8,
-        "taintedDevices": 0, "created": 1, "updated": 0, "deleted": 0, "time": 1.0,
-    }))
-    assert isinstance(pool, PoolChanged) and (pool.generation, pool.devices, pool.slices_created) == (2, 8, 1)
+    subject = "draflow.events.claim.ns.c.prepare_failed"
+    with pytest.raises(ValueError, match=re.escape(f"undecodable event on {subject!r}")):
+        decode_payload(subject, shim)
+    with pytest.raises(ValueError, match=re.escape("undecodable event on 'draflow.events.pool.d.n.changed'")):
+        decode_payload("draflow.events.pool.d.n.changed", orjson.dumps({
+            "driver": "d", "node": "n", "pool": "n", "generation": 2, "resourceSliceCount": 1, "devices": 8,
+            "taintedDevices": 0, "created": 1, "updated": 0, "deleted": 0, "time": 1.0,
+        }))
 
 
-def test_json_without_names_takes_them_from_the_subject() -> None:
+def test_a_stored_json_message_is_refused_not_dated_by_jetstream() -> None:
+    """``decode`` of a JetStream message with a JSON body raises (it used to convert it and take the time
+    JetStream stored it); with a type header too."""
     body = orjson.dumps({"claimUID": "u", "pod": "ns/p", "reason": "0/4 nodes are available: ..."})
-    event = decode_payload("draflow.events.claim.ns.c.allocation_failed", body)
-    assert isinstance(event, ClaimEvent)
-    assert (event.namespace, event.name) == ("ns", "c")
-    assert event.kind == ClaimEventKind.CLAIM_EVENT_KIND_ALLOCATION_FAILED
-    assert (event.reason, event.message) == ("", "0/4 nodes are available: ...")
-    assert not event.HasField("time"), "no time in the body: decode() uses the JetStream timestamp"
+    stored = SimpleNamespace(timestamp=datetime(2026, 1, 1, tzinfo=UTC))
+    for headers in (None, {lifecycle.EVENT_TYPE_HEADER: "draflow.events.v1.ClaimEvent"}):
+        msg = SimpleNamespace(subject="draflow.events.claim.ns.c.allocation_failed", data=body,
+                              headers=headers, metadata=stored)
+        with pytest.raises(ValueError, match="undecodable"):
+            lifecycle.decode(msg)
 
 
 def test_other_subjects_and_garbage_are_value_errors() -> None:
@@ -188,8 +191,13 @@ def test_msg_id_is_stable_for_the_same_state_and_differs_otherwise() -> None:
     assert len({claim_msg_id(a), claim_msg_id(other_pod), claim_msg_id(unprepared)}) == 3
 
 
-def test_describe_is_one_readable_line() -> None:
-    line = describe(build_claim_event("allocated", claim(**ALLOCATED), service="structured-allocator"))
-    assert line.startswith("allocated")
-    assert "team-a/trainer-gpu-x7k2p" in line and "node=node-1" in line and "node-1/gpu-0" in line
-    assert "\n" not in line
+async def test_announce_never_fails_the_caller() -> None:
+    """The services' "publish a claim event, never fail": no bus, a disabled bus and a failing publish
+    (here an unknown kind) all give False instead of raising; a good event is queued (True)."""
+    bus = EventBus("nats://127.0.0.1:1", name="announce-test")  # never started: publish only queues
+    assert await lifecycle.announce_claim_event(None, "created", claim()) is False
+    assert await lifecycle.announce_claim_event(EventBus("", name="off"), "created", claim()) is False
+    assert await lifecycle.announce_claim_event(bus, "exploded", claim()) is False
+    assert bus.outbox_size == 0
+    assert await lifecycle.announce_claim_event(bus, "created", claim()) is True
+    assert bus.outbox_size == 1

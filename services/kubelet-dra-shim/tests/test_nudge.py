@@ -49,10 +49,10 @@ _CLAIM = {
     ("name", "data", "headers", "want"),
     [
         (
-            "allocator JSON (report.py today)",
+            "a JSON body (no publisher sends one; not an event)",
             orjson.dumps({"claimUID": "u1", "pod": "team-a/p", "node": "node-1", "devices": []}),
             None,
-            Allocated("team-a", "p", "node-1"),
+            None,
         ),
         (
             "lifecycle protobuf, node from the allocation",

@@ -13,7 +13,33 @@ import nats
 import nats.errors
 import nats.js.errors
 
-from draflow_runtime.lifecycle import ClaimEvent, PoolChanged, claim_timeline, describe, recent_events
+from draflow_runtime.lifecycle import ClaimEvent, PoolChanged, claim_timeline, kind_name, recent_events
+
+
+def describe(event: ClaimEvent | PoolChanged) -> str:
+    """One readable line for an event."""
+    if isinstance(event, PoolChanged):
+        where = f" node={event.node}" if event.node else ""
+        return (
+            f"pool {event.driver}/{event.pool} changed{where} gen={event.generation} "
+            f"devices={event.devices} tainted={event.tainted_devices} slices={event.resource_slice_count}"
+        )
+    parts = [f"{kind_name(event.kind) if event.kind else 'unknown':<17}", f"{event.namespace}/{event.name}"]
+    if event.pod.name:
+        parts.append(f"pod={event.pod.namespace}/{event.pod.name}")
+    if event.node:
+        parts.append(f"node={event.node}")
+    if event.driver:
+        parts.append(f"driver={event.driver}")
+    if event.devices:
+        parts.append("devices=" + ",".join(f"{d.pool}/{d.device}" for d in event.devices))
+    if event.service:
+        parts.append(f"by={event.service}")
+    if event.reason:
+        parts.append(f"reason={event.reason}")
+    if event.message:
+        parts.append(f"message={event.message!r}")
+    return " ".join(parts)
 
 
 def _when(event: ClaimEvent | PoolChanged) -> str:

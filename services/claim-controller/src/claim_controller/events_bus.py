@@ -5,8 +5,8 @@ Subjects, the protobuf payload (``ClaimEvent``), headers and the one ``DRAFLOW_E
 :mod:`draflow_runtime.lifecycle` (``docs/events.md``); this module only says which kind to publish when.
 The W3C trace context of the claim's trace travels in the message headers (the current span, else the
 claim's annotation). Publishing never fails the caller: Kubernetes is the truth, NATS only history and
-nudges. The bus keeps events in a bounded outbox while NATS is unreachable; an exception here is logged
-and dropped.
+nudges. The bus keeps events in a bounded outbox while NATS is unreachable; an exception is logged and
+dropped (:func:`draflow_runtime.lifecycle.announce_claim_event`).
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ from typing import Any
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
-from draflow_runtime.log import get_logger
 
 __all__ = ["ClaimEvents"]
-
-log = get_logger(__name__)
 
 
 class ClaimEvents:
@@ -30,14 +27,7 @@ class ClaimEvents:
         self._bus = bus if bus is not None and bus.enabled else None
 
     async def _send(self, kind: str, claim: Mapping[str, Any], **fields: Any) -> None:
-        if self._bus is None:
-            return
-        try:
-            await lifecycle.publish_claim_event(self._bus, kind, claim, **fields)
-        except Exception as exc:
-            meta = claim.get("metadata") or {}
-            log.warning("claim event not published", claim=f"{meta.get('namespace')}/{meta.get('name')}",
-                        kind=kind, error=repr(exc))
+        await lifecycle.announce_claim_event(self._bus, kind, claim, **fields)
 
     async def created(self, claim: Mapping[str, Any], pod: str, node: str | None) -> None:
         await self._send("created", claim, pod=pod, node=node or None)

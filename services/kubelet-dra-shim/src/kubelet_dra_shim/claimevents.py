@@ -6,10 +6,10 @@ the devices the driver prepared (with their CDI IDs), the pod (prepare events) a
 (``prepare_failed``). A prepare event is published inside the ``prepare pod`` span, which continues the
 claim's trace. Publishing never fails the caller: NATS is the nervous system, Kubernetes is the truth. The
 bus only queues events in a bounded outbox (delivered in the background), so a stalled NATS never delays
-a prepare; an exception here is logged and dropped.
+a prepare; an exception is logged and dropped (:func:`draflow_runtime.lifecycle.announce_claim_event`).
 
-Consumed: ``draflow.events.claim.*.*.allocated`` (structured-allocator; JSON or the
-``draflow.events.v1.ClaimEvent`` protobuf, both read by ``draflow_runtime.lifecycle.decode_payload``) on a
+Consumed: ``draflow.events.claim.*.*.allocated`` (structured-allocator; the ``draflow.events.v1.ClaimEvent``
+protobuf, read by ``draflow_runtime.lifecycle.decode_payload``) on a
 core NATS subscription, as a nudge only: :func:`subscribe_allocated` hands the pod and node named in the
 event to a callback, which looks at that pod at once. Missing one costs latency, never correctness.
 """
@@ -58,17 +58,7 @@ class ClaimEvents:
         self._bus = bus if bus is not None and bus.enabled else None
 
     async def _send(self, kind: str, info: ClaimInfo, **fields: Any) -> None:
-        if self._bus is None:
-            return
-        try:
-            await lifecycle.publish_claim_event(self._bus, kind, claim_of(info), **fields)
-        except Exception as exc:
-            log.warning(
-                "claim event not published",
-                claim=f"{info.namespace}/{info.claim_name}",
-                kind=kind,
-                error=repr(exc),
-            )
+        await lifecycle.announce_claim_event(self._bus, kind, claim_of(info), **fields)
 
     async def prepared(self, info: ClaimInfo, node: str, driver: str, pod: str | None) -> None:
         await self._send("prepared", info, node=node, driver=driver, pod=pod,

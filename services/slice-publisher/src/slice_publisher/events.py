@@ -67,21 +67,17 @@ async def pool_changed(
     if bus is None or not bus.enabled:
         return False
     tainted, unhealthy = counts(plan.driver, devices)
-    try:
-        return await lifecycle.publish_pool_changed(
-            bus,
-            driver=plan.driver,
-            pool=plan.pool,
-            node=node,
-            generation=plan.generation,
-            resource_slice_count=plan.slice_count,
-            devices=plan.device_count,
-            tainted_devices=tainted,
-            unhealthy_devices=unhealthy,
-            slices_created=result.created,
-            slices_updated=result.updated,
-            slices_deleted=result.deleted,
-        )
-    except Exception as exc:
-        log.warning("pool event not published", driver=plan.driver, pool=plan.pool, error=repr(exc))
-        return False
+    return await lifecycle.announce_pool_changed(
+        bus,
+        driver=plan.driver,
+        pool=plan.pool,
+        node=node,
+        generation=plan.generation,
+        resource_slice_count=plan.slice_count,
+        devices=plan.device_count,
+        tainted_devices=tainted,
+        unhealthy_devices=unhealthy,
+        slices_created=result.created,
+        slices_updated=result.updated,
+        slices_deleted=result.deleted,
+    )

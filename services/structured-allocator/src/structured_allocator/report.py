@@ -85,11 +85,5 @@ class Reporter:
         await self._publish("reserved", claim, pod=dict(pod), node=node)
 
     async def _publish(self, kind: str, claim: Mapping[str, Any], **fields: Any) -> None:
-        if self.bus is None:
-            return
-        try:
-            await lifecycle.publish_claim_event(self.bus, kind, claim, **fields)
-        except Exception as err:  # an event is a courtesy: never fail a placement for it
-            meta = claim.get("metadata") or {}
-            log.warning("claim event not published", claim=f"{meta.get('namespace')}/{meta.get('name')}",
-                        kind=kind, error=repr(err))
+        # An event is a courtesy: never fail a placement for it.
+        await lifecycle.announce_claim_event(self.bus, kind, claim, **fields)
