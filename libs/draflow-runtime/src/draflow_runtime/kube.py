@@ -1,18 +1,10 @@
 """A thin asyncio Kubernetes client that speaks plain dicts.
 
-Configuration (kubeconfig with client certificates, bearer tokens, CA data; in-cluster service account),
-authentication headers and the HTTP connection pool come from the official client's asyncio API
-(``kubernetes.aio``). Every answer is decoded with orjson, so objects are exactly the JSON the API server
-serves (see ``docs/benchmarks.md`` for why: model deserialization costs ~15x more).
-
-Every request body (create, update, every patch type, server-side apply, subresources, the ``request``
-escape hatch) is encoded here, once, as canonical JSON (:func:`draflow_runtime.gojson.dumps`: the bytes
-Go's ``encoding/json`` writes). The official client would ``json.dumps`` it with ``", "``/``": "``
-separators and ASCII escapes, and the API server keeps raw JSON fields (``RawExtension``: opaque driver
-parameters) byte for byte: bytes it would not write itself make every later write of the object look
-like a change of an immutable field (``422 field is immutable``). So requests go out on the official
-client's connection pool directly (``ApiClient.param_serialize`` for URL and auth, then the pool's
-``request``), not through its ``RESTClientObject``, which re-encodes any body it is given.
+Every answer is decoded with orjson, so objects are exactly the JSON the API server serves (see
+``docs/benchmarks.md`` for why: model deserialization costs ~15x more). How a request goes out (the
+official client's connection pool and authentication, canonical JSON bodies, 429 retries) is
+:mod:`draflow_runtime.kubetransport`; where each kind lives (:class:`Resource`, ``PODS``,
+``RESOURCE_CLAIMS``...) is :mod:`draflow_runtime.resources`, re-exported here.
 
 Non-2xx answers raise the typed ``ApiError`` subclasses of :mod:`draflow_runtime.errors`; connection
 failures raise ``TransportError``. Both keep the original error as ``__cause__``.
@@ -23,19 +15,31 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import aiohttp
 import orjson
-import structlog
 from kubernetes.aio import config as kube_config
 from kubernetes.aio.client import ApiClient, Configuration
-from multidict import CIMultiDict
 
-from . import gojson
 from .errors import TransportError, api_error_from_status
-from .retry import THROTTLE_RETRIES, Sleep, throttle_retry_wait
+from .kubetransport import APPLY_CONTENT_TYPE, Transport
+from .resources import (
+    DEVICE_CLASSES,
+    DEVICE_TAINT_RULES,
+    EVENTS,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_POOL_STATUS_REQUESTS,
+    RESOURCE_SLICES,
+    SERVICE_ACCOUNTS,
+    Resource,
+)
+from .retry import Sleep
 
 __all__ = [
     "DEVICE_CLASSES",
@@ -55,76 +59,14 @@ __all__ = [
     "Resource",
 ]
 
-log = structlog.get_logger(__name__)
-
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
 _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
     "json": "application/json-patch+json",
-    "apply": "application/apply-patch+yaml",
+    "apply": APPLY_CONTENT_TYPE,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Resource:
-    """Where a kind lives in the API: group, version, plural and whether it is namespaced."""
-
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        """``apiVersion`` as written in objects: ``v1`` or ``group/version``."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def path(
-        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
-    ) -> str:
-        """URL path of the collection (``name=None``) or of one object/subresource.
-
-        ``namespace=None`` on a namespaced resource addresses all namespaces (list/watch only).
-        Raises ``ValueError`` for a namespace on a cluster-scoped resource.
-        """
-        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        if namespace is not None:
-            if not self.namespaced:
-                raise ValueError(f"{self.kind} is cluster-scoped; no namespace allowed")
-            base = f"{base}/namespaces/{namespace}"
-        path = f"{base}/{self.plural}"
-        if name is not None:
-            path = f"{path}/{name}"
-            if subresource:
-                path = f"{path}/{subresource}"
-        return path
-
-
-PODS = Resource("", "v1", "pods", "Pod", True)
-NODES = Resource("", "v1", "nodes", "Node", False)
-EVENTS = Resource("", "v1", "events", "Event", True)
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
-LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)
-RESOURCE_CLAIMS = Resource("resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True)
-RESOURCE_CLAIM_TEMPLATES = Resource(
-    "resource.k8s.io", "v1", "resourceclaimtemplates", "ResourceClaimTemplate", True
-)
-RESOURCE_SLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
-DEVICE_CLASSES = Resource("resource.k8s.io", "v1", "deviceclasses", "DeviceClass", False)
-# resource.k8s.io/v1 since 1.37 (DRADeviceTaintRules GA; verified in v1.37.1 discovery); 1.36: v1beta2 only.
-DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "DeviceTaintRule", False)
-# resource.k8s.io/v1alpha3 only (DRAResourcePoolStatus, alpha in 1.36 and 1.37).
-RESOURCE_POOL_STATUS_REQUESTS = Resource(
-    "resource.k8s.io", "v1alpha3", "resourcepoolstatusrequests", "ResourcePoolStatusRequest", False
-)
-
-
-# What the official client uses when a request has no timeout of its own.
-_DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=5 * 60)
 
 
 def _query(**params: Any) -> list[tuple[str, Any]]:
@@ -147,9 +89,9 @@ class KubeClient:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._api = api_client
-        self._sleep = sleep  # seam: tests record the waits a 429 asks for
-        self._impersonate = impersonate
-        self._impersonate_groups = list(impersonate_groups or [])
+        self._transport = Transport(
+            api_client, impersonate=impersonate, impersonate_groups=impersonate_groups, sleep=sleep
+        )
 
     @classmethod
     async def from_kubeconfig(
@@ -193,68 +135,6 @@ class KubeClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- transport -------------------------------------------------------------------------------
-
-    async def _send(
-        self,
-        method: str,
-        path: str,
-        *,
-        query: list[tuple[str, Any]] | None = None,
-        body: Any = None,
-        content_type: str | None = None,
-        client_timeout: aiohttp.ClientTimeout | None = None,
-    ) -> aiohttp.ClientResponse:
-        """Send one request; return the open response (status not checked yet).
-
-        ``body``: ``bytes`` go out as they are (already encoded), anything else as canonical JSON
-        (for a server-side apply, which the server reads as YAML, with the characters YAML refuses escaped).
-        """
-        headers: dict[str, str] = {"Accept": "application/json"}
-        data: bytes | None = None
-        if body is not None:
-            content_type = content_type or "application/json"
-            data = gojson.request_body(body, yaml=content_type.startswith(_PATCH_CONTENT_TYPES["apply"]))
-            headers["Content-Type"] = content_type
-        method, url, header_params, _, _ = await self._api.param_serialize(
-            method=method,
-            resource_path=path,
-            query_params=query or None,
-            header_params=headers,
-            auth_settings=["BearerToken"],
-        )
-        all_headers: CIMultiDict[str] = CIMultiDict(header_params)
-        if self._impersonate:
-            all_headers["Impersonate-User"] = self._impersonate
-            for group in self._impersonate_groups:
-                all_headers.add("Impersonate-Group", group)
-        try:
-            return await self._session().request(
-                method, url, headers=all_headers, data=data, timeout=client_timeout or _DEFAULT_TIMEOUT,
-                **self._connection_options(),
-            )
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise TransportError(f"{method} {path}: {exc!r}") from exc
-
-    def _session(self) -> aiohttp.ClientSession:
-        """The official client's connection pool (TLS, proxy environment), created on first use."""
-        rest = self._api.rest_client
-        if rest.pool_manager is None:
-            rest.pool_manager = rest._create_pool_manager()
-        return rest.pool_manager
-
-    def _connection_options(self) -> dict[str, Any]:
-        """Per-request options the official client adds from its configuration (proxy, TLS SNI)."""
-        configuration = self._api.configuration
-        options: dict[str, Any] = {}
-        if configuration.tls_server_name:
-            options["server_hostname"] = configuration.tls_server_name
-        if configuration.proxy:
-            options["proxy"] = configuration.proxy
-        if configuration.proxy_headers:
-            options["proxy_headers"] = configuration.proxy_headers
-        return options
-
     async def _call(
         self,
         method: str,
@@ -264,26 +144,7 @@ class KubeClient:
         body: Any = None,
         content_type: str | None = None,
     ) -> dict[str, Any]:
-        for attempt in range(THROTTLE_RETRIES + 1):
-            resp = await self._send(method, path, query=query, body=body, content_type=content_type)
-            try:
-                data = await resp.read()
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                raise TransportError(f"{method} {path}: {exc!r}") from exc
-            finally:
-                resp.release()
-            if resp.status < 400:
-                break
-            err = api_error_from_status(resp.status, data)
-            wait = throttle_retry_wait(resp.status, resp.headers.get("Retry-After"), err.details, attempt)
-            if wait is None:
-                raise err
-            log.info("request throttled, retrying", method=method, path=path, wait=wait, attempt=attempt + 1)
-            await self._sleep(wait)
-        if not data:
-            return {}
-        decoded = orjson.loads(data)
-        return decoded if isinstance(decoded, dict) else {"items": decoded}
+        return await self._transport.call(method, path, query=query, body=body, content_type=content_type)
 
     # -- verbs -----------------------------------------------------------------------------------
 
@@ -460,7 +321,7 @@ class KubeClient:
         read_timeout = None if timeout_seconds is None else timeout_seconds + 30
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=read_timeout)
         path = res.path(namespace)
-        resp = await self._send("GET", path, query=query, client_timeout=timeout)
+        resp = await self._transport.send("GET", path, query=query, client_timeout=timeout)
         try:
             if resp.status >= 400:
                 raise api_error_from_status(resp.status, await resp.read())
