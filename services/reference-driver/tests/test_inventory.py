@@ -16,6 +16,7 @@ from reference_driver.inventory import (
     gpu_uuid,
     load_inventory_file,
     split_quantity,
+    with_partition_type,
 )
 
 
@@ -124,3 +125,12 @@ def test_inventory_file_rejects_unknown_fields(tmp_path):
     path.write_text("gpuCount: 2\ncolour: red\n")
     with pytest.raises(InventoryFileError, match="colour: Extra inputs are not permitted"):
         load_inventory_file(str(path), config())
+
+
+def test_partitionable_profile_names_the_partition_type_of_every_device():
+    pool = with_partition_type(build_pool("node-1", config(profile="partitionable", gpu_count=1,
+                                                           partitions_per_gpu=4)), "gpu.draflow.example")
+    assert pool.partition_type_attribute == "gpu.draflow.example/partitionType"
+    assert [attrs(d)["partitionType"] for d in pool.devices] == ["whole", "1/4", "1/4", "1/4", "1/4"]
+    plain = with_partition_type(build_pool("node-1", config(gpu_count=1)), "gpu.draflow.example")
+    assert plain.partition_type_attribute == "" and "partitionType" not in attrs(plain.devices[0])

@@ -11,7 +11,11 @@
 
 Every device has the attributes ``index`` (int), ``uuid`` (string, derived from the node name),
 ``model`` (string) and ``driverVersion`` (version); partition devices add ``partition`` (int) and
-``parentUUID`` (string). The pool is named after the node and is local to it.
+``parentUUID`` (string). In the ``partitionable`` profile every device also has ``partitionType``
+(string: ``whole`` or ``1/<partitions>``), and the pool names ``<driver>/partitionType`` as its
+``partition_type_attribute`` (:func:`with_partition_type`; DRAPartitionableDevicesType), so a
+ResourcePoolStatusRequest reports how many of each still fit. The pool is named after the node and is
+local to it.
 
 :class:`InventorySource` holds the configuration: the settings give the base, an optional JSON/YAML file
 overrides any of its fields and is re-read when it changes (:meth:`InventorySource.poll`).
@@ -34,6 +38,7 @@ from draflow_runtime.log import get_logger
 log = get_logger(__name__)
 
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://draflow.dev/reference-driver/gpu")
+PARTITION_TYPE = "partitionType"  # string attribute of partitionable-profile devices: whole, 1/<n>
 
 
 class InventoryConfig(BaseModel):
@@ -171,7 +176,7 @@ def _add_partitionable_gpu(
     pool.shared_counters.append(inv.CounterSet(name=counter_set, counters=whole))
     full = inv.Device(
         name=f"gpu-{i}",
-        attributes={**attrs, "partitionable": _attr(True)},
+        attributes={**attrs, "partitionable": _attr(True), PARTITION_TYPE: _attr("whole")},
         capacity=_capacity(config.gpu_memory, config.gpu_compute, consumable=False),
         consumes_counters=[inv.DeviceCounterConsumption(counter_set=counter_set, counters=whole)],
     )
@@ -186,6 +191,7 @@ def _add_partitionable_gpu(
             "parentUUID": _attr(parent_uuid),
             "partition": _attr(j),
             "partitionable": _attr(True),
+            PARTITION_TYPE: _attr(f"1/{n}"),
         }
         part = inv.Device(
             name=f"gpu-{i}-part-{j}",
@@ -194,6 +200,13 @@ def _add_partitionable_gpu(
             consumes_counters=[inv.DeviceCounterConsumption(counter_set=counter_set, counters=share)],
         )
         pool.devices.append(_finish(part, config))
+
+
+def with_partition_type(pool: inv.Pool, driver: str) -> inv.Pool:
+    """Name the pool's partition type attribute (``<driver>/partitionType``) when it has partitions."""
+    if pool.shared_counters:
+        pool.partition_type_attribute = f"{driver}/{PARTITION_TYPE}"
+    return pool
 
 
 def device_uuid(device: inv.Device) -> str:

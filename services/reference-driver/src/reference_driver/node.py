@@ -25,7 +25,7 @@ from draflow_runtime.log import bind, get_logger
 from reference_driver import health
 from reference_driver.checkpoint import PreparedDevice
 from reference_driver.health import HealthControl
-from reference_driver.inventory import InventorySource, build_pool
+from reference_driver.inventory import InventorySource, build_pool, with_partition_type
 from reference_driver.state import ClaimError, DeviceState, DriverIdentity
 
 log = get_logger(__name__)
@@ -159,7 +159,8 @@ class NodeDriver:
 
     def _current(self) -> tuple[int, inv.Pool, dict[tuple[str, str], inv.Device]]:
         if self._pool is None or self._pool[0] != self.inventory.revision:
-            pool = build_pool(self.node_name, self.inventory.config)
+            pool = with_partition_type(build_pool(self.node_name, self.inventory.config),
+                                       self.identity.driver_name)
             self._pool = (self.inventory.revision, pool, {(pool.name, d.name): d for d in pool.devices})
         return self._pool
 

@@ -146,6 +146,7 @@ def pools_from_response(
                     {"name": cs.name, "counters": _counters(cs.counters)} for cs in pool.shared_counters
                 ),
                 generation_hint=pool.generation,
+                partition_type_attribute=pool.partition_type_attribute,
             )
         )
     return out

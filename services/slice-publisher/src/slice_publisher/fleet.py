@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -63,7 +63,7 @@ from slice_publisher.pool_sync import (
     pool_hash,
 )
 from slice_publisher.settings import PublisherSettings
-from slice_publisher.splitter import DesiredPool, InvalidPool
+from slice_publisher.splitter import DesiredPool, InvalidPool, partition_type_dropped
 from slice_publisher.startup import startup_cleanup
 from slice_publisher.taints import Overlay, apply_overlay
 
@@ -128,6 +128,7 @@ class Publisher:
         self._node_by_label: dict[str, str] = {}
         self._writes = MutationCache(WRITE_MEMORY_SECONDS, index=_pool_hash_of)
         self._startup_done = False
+        self._partition_type_dropped = False  # the API server drops it: DRAPartitionableDevicesType off
         self._wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
         self.startup_cleaned = asyncio.Event()
         self.queue = WorkQueue(name="slice-publisher")
@@ -304,6 +305,8 @@ class Publisher:
             if self.settings.taint_unhealthy
             else frozenset(),
         )
+        if self._partition_type_dropped and want.partition_type_attribute:
+            want = replace(want, partition_type_attribute="")
         return apply_overlay(want, overlay), True
 
     def existing(self, phash: str) -> list[dict[str, Any]]:
@@ -367,6 +370,11 @@ class Publisher:
             finally:
                 self._remember(plan, result)
                 self._count(driver, result)
+            if not self._partition_type_dropped and partition_type_dropped(
+                    [*plan.creates, *plan.updates], result.written):
+                self._partition_type_dropped = True  # else every sync would rewrite the pool
+                log.warning("partitionTypeAttribute dropped by the API server, publishing without it",
+                            driver=driver, pool=pool, gate="DRAPartitionableDevicesType")
             span.set_attributes(
                 {"created": result.created, "updated": result.updated, "deleted": result.deleted}
             )

@@ -7,6 +7,7 @@ into the ordered list of slice contents (``{"sharedCounters": [...]}`` or ``{"de
   counters, never both); they come first so that a change in the number of devices never moves them;
 - then the devices, in the driver's order, greedily: a slice takes up to 128 devices, or 64 as soon as one
   of its devices uses taints, ``consumesCounters`` or list-typed attributes;
+- a pool's ``partitionTypeAttribute`` goes on each device slice with a counter-consuming device;
 - a pool with neither devices nor counters becomes one empty slice (upstream: "publish an empty slice
   rather than no pool"), so consumers still see the pool and its generation.
 
@@ -42,6 +43,8 @@ class DesiredPool:
     ``shared_counters`` are API JSON ``Device`` / ``CounterSet`` objects in publish order. ``owner_node`` is
     the node whose publisher owns the pool (for node-local pools the same as ``placement["nodeName"]``).
     ``generation_hint`` is the driver's lower bound for ``pool.generation`` (0: no hint).
+    ``partition_type_attribute`` (DRAPartitionableDevicesType; "" = none) goes into the slices whose
+    devices consume counters (the API allows it nowhere else).
     """
 
     driver: str
@@ -51,6 +54,7 @@ class DesiredPool:
     devices: tuple[Mapping[str, Any], ...] = ()
     shared_counters: tuple[Mapping[str, Any], ...] = ()
     generation_hint: int = 0
+    partition_type_attribute: str = ""
 
     @property
     def node_name(self) -> str | None:
@@ -108,7 +112,21 @@ def validate_pool(pool: DesiredPool) -> list[str]:
             missing = set((use.get("counters") or {}).keys()) - counter_sets[cs_name]
             if missing:
                 problems.append(f"device {name!r} consumes unknown counters {sorted(missing)} of {cs_name!r}")
+        if pool.partition_type_attribute and dev.get("consumesCounters") and \
+                _partition_type(pool.driver, dev, pool.partition_type_attribute) is None:
+            problems.append(f"device {name!r} consumes counters but has no string attribute "
+                            f"{pool.partition_type_attribute!r} (the pool's partition type attribute)")
     return problems
+
+
+def _partition_type(driver: str, device: Mapping[str, Any], attribute: str) -> str | None:
+    """The device's string value of ``attribute`` (fully qualified; bare in the driver's domain)."""
+    attrs = device.get("attributes") or {}
+    value = attrs.get(attribute)
+    if value is None and attribute.startswith(driver + "/"):
+        value = attrs.get(attribute[len(driver) + 1:])
+    string = (value or {}).get("string")
+    return string if isinstance(string, str) else None
 
 
 def _chunks(items: Iterable[Any], size: int) -> list[list[Any]]:
@@ -148,8 +166,20 @@ def split_pool(pool: DesiredPool, *, reserve_for_taints: bool = True) -> list[di
         {"sharedCounters": [dict(cs) for cs in chunk]}
         for chunk in _chunks(pool.shared_counters, MAX_COUNTER_SETS_PER_SLICE)
     ]
-    contents += [
-        {"devices": [dict(d) for d in chunk]}
-        for chunk in split_devices(pool.devices, reserve_for_taints=reserve_for_taints)
-    ]
+    for chunk in split_devices(pool.devices, reserve_for_taints=reserve_for_taints):
+        content: dict[str, Any] = {"devices": [dict(d) for d in chunk]}
+        if pool.partition_type_attribute and any(d.get("consumesCounters") for d in chunk):
+            content["partitionTypeAttribute"] = pool.partition_type_attribute
+        contents.append(content)
     return contents or [{"devices": []}]
+
+
+def partition_type_dropped(sent: Iterable[Mapping[str, Any]], written: Mapping[str, Any]) -> bool:
+    """Did the API server drop ``partitionTypeAttribute`` from a slice we sent with it (``written``: slice
+    name -> the object it returned)? It does so with DRAPartitionableDevicesType off."""
+    for obj in sent:
+        back = written.get(obj["metadata"]["name"])
+        if back and (obj.get("spec") or {}).get("partitionTypeAttribute") and \
+                not (back.get("spec") or {}).get("partitionTypeAttribute"):
+            return True
+    return False

@@ -25,7 +25,7 @@ class ListAndWatchResourcesResponse(_message.Message):
     def __init__(self, driver: _Optional[str] = ..., node_name: _Optional[str] = ..., pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ..., revision: _Optional[int] = ...) -> None: ...
 
 class Pool(_message.Message):
-    __slots__ = ("name", "generation", "node_name", "node_selector", "all_nodes", "devices", "per_device_node_selection", "shared_counters")
+    __slots__ = ("name", "generation", "node_name", "node_selector", "all_nodes", "devices", "per_device_node_selection", "shared_counters", "partition_type_attribute")
     NAME_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     NODE_NAME_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class Pool(_message.Message):
     DEVICES_FIELD_NUMBER: _ClassVar[int]
     PER_DEVICE_NODE_SELECTION_FIELD_NUMBER: _ClassVar[int]
     SHARED_COUNTERS_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_TYPE_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
     name: str
     generation: int
     node_name: str
@@ -42,7 +43,8 @@ class Pool(_message.Message):
     devices: _containers.RepeatedCompositeFieldContainer[Device]
     per_device_node_selection: bool
     shared_counters: _containers.RepeatedCompositeFieldContainer[CounterSet]
-    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: bool = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., per_device_node_selection: bool = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ...) -> None: ...
+    partition_type_attribute: str
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: bool = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., per_device_node_selection: bool = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ..., partition_type_attribute: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "binds_to_node", "binding_conditions", "binding_failure_conditions", "allow_multiple_allocations")
