@@ -36,7 +36,7 @@ from draflow_runtime.errors import DraflowError, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import PODS
 from draflow_runtime.log import bind, get_logger
-from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter
+from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter, RequeueWithBackoff
 from draflow_runtime.workqueue import WorkQueue
 
 from .manager import ClaimFailure, NodeManager, PrepareOutcome
@@ -111,7 +111,6 @@ class PodController:
         self.recorder = recorder
         self.sim = sim
         self.health_view = health_view
-        self._waits: dict[PodKey, int] = {}
         self._health_written: dict[str, tuple[str, bytes]] = {}  # pod uid -> (node, last health written)
         # Nudged pods not in the cache: None until read live, then (uid, node) of the live read.
         self._nudged: dict[PodKey, tuple[str, str] | None] = {}
@@ -180,7 +179,6 @@ class PodController:
         elif key in self._nudged:
             pod = await self._read_live(key)
         if pod is None or pod_node(pod) not in self.managers:
-            self._waits.pop(key, None)
             return Done()
         with bind(pod=f"{key.namespace}/{key.name}", node=pod_node(pod)):
             return await self._reconcile_pod(key, pod)
@@ -245,7 +243,6 @@ class PodController:
                 raise UnprepareFailed(f"pod {key.namespace}/{key.name}", failures)
             if self.sim is not None and pod["metadata"].get("deletionTimestamp"):
                 await self.sim.finish_deletion(pod)
-            self._waits.pop(key, None)
             return Done()
         if pod["metadata"].get("deletionTimestamp"):
             return Done()  # a real kubelet is stopping it; unprepare once it is gone
@@ -257,11 +254,8 @@ class PodController:
         if outcome.failures:
             raise PrepareFailed(f"{key.namespace}/{key.name}", outcome.failures)
         if outcome.waiting:
-            n = self._waits.get(key, 0)
-            self._waits[key] = n + 1
             log.debug("pod claims not ready", waiting=outcome.waiting)
-            return RequeueAfter(min(0.2 * 2**n, 10.0))
-        self._waits.pop(key, None)
+            return RequeueWithBackoff(base_delay=0.2, max_delay=10.0)  # 0.2 s doubling, at most 10 s
         if self.sim is not None:
             left = run_deadline(pod)
             if left is not None and left > 0:

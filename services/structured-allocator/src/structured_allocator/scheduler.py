@@ -40,7 +40,7 @@ from draflow_runtime.informer import key_of
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.log import bind, get_logger
 from draflow_runtime.metrics import registered_collector
-from draflow_runtime.reconcile import Done, RequeueAfter, Runner
+from draflow_runtime.reconcile import Done, RequeueAfter, RequeueWithBackoff, Runner
 from draflow_runtime.tracing import context_from_annotations
 from draflow_runtime.workqueue import WorkQueue
 
@@ -119,7 +119,6 @@ class Scheduler:
         self._waiters: dict[str, set[str]] = {}
         self._bound: set[str] = set()  # placed, until the informer drops the pod (spec.nodeName set)
         self._failures: dict[str, int] = {}
-        self._budget_backoff: dict[str, tuple[int, float]] = {}  # pod -> (exhausted attempts, not before)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._synced = False
 
@@ -154,7 +153,7 @@ class Scheduler:
             self.unschedulable.discard(key)
             self.reporter.forget(key)
             self._failures.pop(key, None)
-            self._budget_backoff.pop(key, None)
+            self.queue.forget(key)
             return
         self.queue.add(key)
 
@@ -169,10 +168,9 @@ class Scheduler:
         self.requeue_unschedulable()
 
     def requeue_unschedulable(self) -> None:
-        now = time.monotonic()
         for key in self.unschedulable:
-            backoff = self._budget_backoff.get(key)
-            if backoff is None or backoff[1] <= now:  # a pod whose search ran out waits its backoff
+            # a pod whose search ran out waits its backoff (RequeueWithBackoff below)
+            if not (self.queue.num_requeues(key) and self.queue.waiting_until(key) is not None):
                 self.queue.add(key)
 
     async def nudge(self, data: bytes, headers: dict[str, str]) -> None:
@@ -181,7 +179,7 @@ class Scheduler:
 
     # -- reconcile ----------------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> Done | RequeueAfter:
+    async def reconcile(self, key: str) -> Done | RequeueAfter | RequeueWithBackoff:
         pod = self.state.pods.get(key)
         if pod is None or not self.state.ours(pod) or pod["metadata"].get("deletionTimestamp"):
             self.unschedulable.discard(key)
@@ -199,14 +197,14 @@ class Scheduler:
                 pod["metadata"].get("deletionTimestamp"))
         return gone
 
-    async def attempt(self, pod: Mapping[str, Any]) -> Done | RequeueAfter:
+    async def attempt(self, pod: Mapping[str, Any]) -> Done | RequeueAfter | RequeueWithBackoff:
         """One scheduling attempt: decide (timed, no I/O, yields between nodes), then start writes or
         report."""
         key = key_of(dict(pod))
         async with self.decision_lock:
             return await self._attempt(pod, key)
 
-    async def _attempt(self, pod: Mapping[str, Any], key: str) -> Done | RequeueAfter:
+    async def _attempt(self, pod: Mapping[str, Any], key: str) -> Done | RequeueAfter | RequeueWithBackoff:
         with self.tracer.start_as_current_span("schedule pod") as span:
             span.set_attribute("draflow.pod", key)
             started = time.perf_counter()
@@ -270,7 +268,7 @@ class Scheduler:
         return trace.set_span_in_context(span, parent)
 
     def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
-                       span: trace.Span) -> Done | RequeueAfter:
+                       span: trace.Span) -> Done | RequeueAfter | RequeueWithBackoff:
         key = key_of(dict(pod))
         message = decision.explanation.message()
         span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
@@ -289,11 +287,7 @@ class Scheduler:
         if decision.budget_exhausted:
             # The search ran out (a hard claim): back off 1 s, 2 s, ... up to unschedulable_retry, and
             # cluster events do not retry it sooner — each attempt may cost a whole filter timeout.
-            attempts = self._budget_backoff.get(key, (0, 0.0))[0] + 1
-            delay = min(float(2 ** (attempts - 1)), self.settings.unschedulable_retry)
-            self._budget_backoff[key] = (attempts, time.monotonic() + delay)
-            return RequeueAfter(delay)
-        self._budget_backoff.pop(key, None)
+            return RequeueWithBackoff(base_delay=1.0, max_delay=self.settings.unschedulable_retry)
         return RequeueAfter(self.settings.unschedulable_retry)
 
     def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
@@ -376,7 +370,6 @@ class Scheduler:
             if plan.bind:
                 self._bound.add(key)
             self._failures.pop(key, None)
-            self._budget_backoff.pop(key, None)
             self.unschedulable.discard(key)
             self.reporter.forget(key)
             self.explanations.forget([cp.key for cp in plan.claims])

@@ -46,10 +46,16 @@ async def test_pathological_claim_gets_budget_explanation_while_other_pods_sched
     await kit.device_class_()
     await _hard_template(kit)
     await kit.template("one-gpu")
-    await kit.start(search_steps=20_000)
+    sched = await kit.start(search_steps=20_000)
     await kit.template_pod("hard", "hard")
     message = await kit.wait_condition("hard", "search budget exhausted after 20000 steps", timeout=60)
     assert message.startswith("0/"), message
+    key = f"{kit.namespace}/hard"
+
+    async def backed_off_twice() -> bool | None:  # retried through the queue's growing backoff
+        return True if sched.queue.num_requeues(key) >= 2 else None
+
+    await eventually(backed_off_twice, 60, what="the hard pod retried with backoff")
 
     async def failed_scheduling() -> list[str] | None:
         found = [e["message"] for e in await kit.events("hard") if e["reason"] == "FailedScheduling"]
