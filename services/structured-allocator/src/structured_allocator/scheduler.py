@@ -3,6 +3,7 @@
 ::
 
     informers ──(handlers enqueue pod keys)──▶ WorkQueue ──▶ reconcile(pod key)      [one worker]
+    NATS allocate requests ──(AllocateKey)──────▲            └▶ responder.AllocateRequests.reconcile
                                                                 │ Decider.decide(pod): no I/O
                          ┌──────────────────────────────────────┼─────────────────────────────┐
                      Placement                               Waiting                   Unschedulable
@@ -18,7 +19,8 @@ the pipeline. A failed pipeline is undone (the claim it allocated is deallocated
 released and the pod is retried with exponential backoff. Unschedulable pods are retried when something
 that could help changes: slices, classes, nodes, a claim of theirs, any claim freeing devices (informer
 handlers), a pool change announced on NATS, or after ``unschedulable_retry`` (not when their input is
-broken, e.g. a DeviceClass selector that fails: only a change can help). When no node fits and an
+broken, e.g. a DeviceClass selector that fails: only a change can help; not while a pod whose search
+ran out waits for its backoff, ``RequeueWithBackoff``). When no node fits and an
 allocated claim of the pod is used by nobody else, that claim is deallocated in the background
 (PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod."""
 
@@ -41,16 +43,17 @@ from draflow_runtime.kube import KubeClient
 from draflow_runtime.log import bind, get_logger
 from draflow_runtime.metrics import registered_collector
 from draflow_runtime.reconcile import Done, RequeueAfter, RequeueWithBackoff, Runner
-from draflow_runtime.tracing import context_from_annotations
 from draflow_runtime.workqueue import WorkQueue
 
 from . import extended_writes as xw
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
+from .claimspan import claim_context
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
 from .nodefit import PodUsage, pod_demand
 from .report import Reporter
+from .responder import AllocateKey, AllocateRequests
 from .scoring import make_scorer
 from .settings import Settings
 from .state import ClusterState
@@ -94,8 +97,8 @@ class Scheduler:
                                binding_timeout=settings.binding_timeout, search_steps=settings.search_steps,
                                filter_timeout=settings.effective_filter_timeout,
                                features=settings.allocator_features)
-        # One decision at a time (the scheduler's worker and the NATS responder): decisions yield to
-        # the event loop between nodes, and the assume cache must not change under a search.
+        # Held while a decision searches (one worker: pods and allocate requests take turns). Decisions
+        # yield to the event loop between nodes; the assume cache must not change under a search.
         self.decision_lock = asyncio.Lock()
         self.binder = Binder(kube, settings.field_manager, self.tracer, hooks)
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
@@ -121,6 +124,7 @@ class Scheduler:
         self._failures: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._synced = False
+        self.requests = AllocateRequests(self)  # NATS allocate requests, reconciled by the same worker
 
     @property
     def synced(self) -> bool:
@@ -143,6 +147,7 @@ class Scheduler:
                 task.cancel()
             if self._tasks:
                 await asyncio.wait(self._tasks)
+            self.requests.close()
             await self.state.stop()
 
     # -- listener (informer handlers: enqueue only) ------------------------------------------------------
@@ -179,7 +184,9 @@ class Scheduler:
 
     # -- reconcile ----------------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str) -> Done | RequeueAfter | RequeueWithBackoff:
+    async def reconcile(self, key: str | AllocateKey) -> Done | RequeueAfter | RequeueWithBackoff:
+        if isinstance(key, AllocateKey):
+            return await self.requests.reconcile(key)
         pod = self.state.pods.get(key)
         if pod is None or not self.state.ours(pod) or pod["metadata"].get("deletionTimestamp"):
             self.unschedulable.discard(key)
@@ -224,7 +231,7 @@ class Scheduler:
             span.set_attribute("draflow.node", decision.node)
             plan = PodPlan(pod, decision.node, [
                 ClaimPlan(p.claim, p.allocation, p.reserve,
-                          self._claim_context(p.claim, span, decision.node, p.allocation))
+                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation))
                 for p in decision.claims
             ], extended=decision.extended)
             self.start_pipeline(plan)
@@ -247,32 +254,12 @@ class Scheduler:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _claim_context(self, claim: Mapping[str, Any], attempt: trace.Span, node: str | None,
-                       allocation: Mapping[str, Any] | None, error: str = "") -> Any:
-        """A span for the claim in this attempt, continuing the claim's own trace (annotation
-        ``draflow.dev/traceparent``, linked to the attempt) or else a child of the attempt."""
-        parent = context_from_annotations((claim.get("metadata") or {}).get("annotations"))
-        links = [trace.Link(attempt.get_span_context())] if parent is not None else None
-        span = self.tracer.start_span("allocate claim", context=parent, links=links)
-        meta = claim["metadata"]
-        span.set_attribute("draflow.claim", f"{meta['namespace']}/{meta['name']}")
-        if node:
-            span.set_attribute("draflow.node", node)
-        if allocation is not None:
-            span.set_attribute("draflow.devices", [
-                f"{r['driver']}/{r['pool']}/{r['device']}"
-                for r in (allocation.get("devices") or {}).get("results") or []])
-        if error:
-            span.set_status(trace.Status(trace.StatusCode.ERROR, error[:200]))
-        span.end()
-        return trace.set_span_in_context(span, parent)
-
     def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
                        span: trace.Span) -> Done | RequeueAfter | RequeueWithBackoff:
         key = key_of(dict(pod))
         message = decision.explanation.message()
         span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
-        contexts = [self._claim_context(claim, span, None, None, message) for claim in decision.claims]
+        contexts = [claim_context(self.tracer, claim, span, None, None, message) for claim in decision.claims]
         self.unschedulable.add(key)
         self.explanations.record(decision.explanation)
         log.info("pod unschedulable", reason=message)
@@ -377,6 +364,7 @@ class Scheduler:
             return True
         finally:
             self.in_flight.pop(key, None)
+            self.requests.pipeline_finished(key)
             for cp in plan.claims:
                 self._wake(cp.key)
 

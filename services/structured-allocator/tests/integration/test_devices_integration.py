@@ -165,7 +165,8 @@ async def test_claim_allocated_on_a_node_that_stopped_working_is_deallocated_and
     assert devices_of(final) == [f"{kit.driver}/{good}/gpu-0"]
     assert [r["name"] for r in final["status"]["reservedFor"]] == ["p"]
     assert FINALIZER in final["metadata"]["finalizers"]
-    reasons = await _event_reasons(kit, "p")
+    # the Event is written after the deallocation, concurrently with the retry that binds the pod
+    reasons = await eventually(lambda: _has_event(kit, "p", "ClaimDeallocated"), what="ClaimDeallocated")
     assert "ClaimDeallocated" in reasons, reasons
 
 

@@ -8,11 +8,13 @@ import asyncio
 import contextlib
 
 import aiohttp
+import orjson
 import pytest
 from sa_kit import Kit, eventually
 
 from draflow_runtime.kube import RESOURCE_CLAIM_TEMPLATES, RESOURCE_SLICES
 from draflow_runtime.observability import ObservabilityServer
+from structured_allocator.responder import AllocateResponder
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +108,22 @@ async def test_healthz_is_served_while_a_long_decision_searches_node_after_node(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await server.stop()
+
+
+@pytest.mark.parametrize(("overrides", "reason"), [
+    ({"search_steps": 20_000}, "search budget exhausted after 20000 steps"),
+    ({"search_steps": 0, "filter_timeout": 0.5}, "(filter timeout 0.5s)"),
+])
+async def test_an_allocate_request_whose_search_runs_out_is_answered_with_the_reason(
+        kit: Kit, overrides: dict[str, float], reason: str) -> None:
+    """The NATS allocate path (a pod already on the node) has the same budget: steps and --filter-timeout."""
+    node = await _hard_node(kit, "n")
+    await kit.device_class_()
+    await _hard_template(kit)
+    sched = await kit.start(**overrides)
+    pod = await kit.template_pod("hard", "hard", node=node)
+    raw = await AllocateResponder(sched).handle(orjson.dumps(
+        {"namespace": kit.namespace, "pod": "hard", "podUID": pod["metadata"]["uid"], "node": node}), {})
+    reply = orjson.loads(raw)
+    assert not reply["ok"] and reason in reply["message"], reply
+    assert not ((await kit.claim_of("hard")).get("status") or {}).get("allocation")
