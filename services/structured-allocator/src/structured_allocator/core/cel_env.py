@@ -1,24 +1,14 @@
 """The DRA CEL environment for device selectors, on top of ``cel-expr-python`` (cel-cpp).
 
 One variable, ``device`` (``driver``, ``attributes[domain][id]``, ``capacity[domain][id]`` as Quantity,
-``allowMultipleAllocations``), plus the Kubernetes libraries DRA selectors use in practice:
-
-* quantity: ``quantity()``, ``isQuantity()``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``,
-  ``sub`` (Quantity or int), ``asInteger``, ``asApproximateFloat``, ``isInteger``, ``sign``;
-* semver: ``semver(s[, normalize])``, ``isSemver(s[, normalize])``, ``major``/``minor``/``patch``,
-  ``compareTo``, ``isGreaterThan``, ``isLessThan``;
-* lists: ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``;
-* regex: ``find``, ``findAll`` on RE2 with Go's syntax and ``FindAllString`` semantics (:mod:`.cel_regex`);
-  cel-cpp's ``matches`` is RE2 too. Constant patterns are checked at compile time, as upstream;
-* sets: ``sets.contains``, ``sets.equivalent``, ``sets.intersects``;
-* cel-cpp's ``strings`` extension (v4, a superset of cel-go Strings v2) and ``cel.bind``.
+``allowMultipleAllocations``; :func:`device_input` builds it from a slice's device), cel-cpp's ``strings``
+extension (v4, a superset of cel-go Strings v2) and ``cel.bind``, plus the Kubernetes libraries DRA
+selectors use in practice (quantity, semver, lists, regex, sets), implemented in :mod:`.cel_lib`.
+:func:`env` builds the environment once; :func:`compile_selector` / :class:`CelCache` compile against it
+and :class:`CompiledSelector` evaluates.
 
 How the awkward parts are matched (see the module functions for details):
 
-* ``Quantity`` and ``Semver`` are protobuf messages ``kubernetes.Quantity{s}`` / ``kubernetes.Semver{s}``
-  declared in a private descriptor pool, so the checker rejects ``"a".compareTo(quantity("1"))``.
-  cel-cpp dispatches runtime overloads by *kind*, so the two message-typed ``compareTo`` overloads share
-  one Python implementation that dispatches on the message type.
 * Unknown attribute/capacity domains read as an empty map: cel-cpp has no default-valued map, so a
   "key not found" error for a domain the device does not have is answered by adding that domain as an
   empty map and evaluating again (at most :data:`_MAX_DOMAIN_RETRIES` times). The only observable
@@ -46,9 +36,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from cel_expr_python import cel
+from cel_expr_python.ext import ext_bindings, ext_strings
 
+from . import cel_lib
 from .cel_cost import COST_EXCEEDED, ITERATION_LIMIT, meter
-from .cel_lib import env as _env
 from .cel_lib import quantity_msg, semver_msg
 from .cel_regex import RegexError, compile_regex, literal_patterns
 from .quantity import parse_quantity
@@ -61,6 +52,7 @@ __all__ = [
     "CelRuntimeError",
     "CompiledSelector",
     "device_input",
+    "env",
 ]
 
 MAX_EXPRESSION_LENGTH = 10 * 1024
@@ -85,6 +77,25 @@ class CelRuntimeError(Exception):
         super().__init__(message)
         self.expression = expression
         self.message = message
+
+
+# -- the environment --------------------------------------------------------------------------------
+
+_ENV: Any = None
+
+
+def env() -> Any:
+    """The DRA CEL environment (built once): the ``device`` variable, the strings and bindings extensions
+    and the Kubernetes libraries of :mod:`.cel_lib`."""
+    global _ENV
+    if _ENV is None:
+        _ENV = cel.NewEnv(
+            cel_lib.POOL,
+            variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
+            extensions=[ext_strings.ExtStrings(), ext_bindings.ExtBindings(), cel_lib.lists_extension()],
+            functions=cel_lib.functions(),
+        )
+    return _ENV
 
 
 # -- device input -----------------------------------------------------------------------------------
@@ -224,7 +235,7 @@ def compile_selector(expression: str) -> CompiledSelector:
             f"expression too long ({len(expression)} bytes, limit {MAX_EXPRESSION_LENGTH})",
         )
     try:
-        expr = _env().compile(expression)
+        expr = env().compile(expression)
     except RuntimeError as exc:
         msg = re.sub(r"^[A-Z_]+: ", "", str(exc)).removesuffix(" [INVALID_ARGUMENT]")
         if "cannot be the range of a comprehension" not in msg:
@@ -232,7 +243,7 @@ def compile_selector(expression: str) -> CompiledSelector:
         # cel-cpp's checker refuses a comprehension over a `dyn` value (e.g. device.attributes[d]),
         # which cel-go accepts; such expressions are compiled unchecked and typed at runtime.
         try:
-            expr = _env().compile(expression, disable_check=True)
+            expr = env().compile(expression, disable_check=True)
         except RuntimeError as exc2:
             raise CelCompileError(expression, "compilation failed: " + str(exc2)) from exc2
     rtype = expr.return_type()
@@ -247,7 +258,7 @@ def _check_regex_literals(expression: str) -> None:
     error, as upstream (the literal is decoded by CEL itself, so escapes mean what they mean in CEL)."""
     for function, literal in literal_patterns(expression):
         try:
-            value = _env().compile(literal).eval(data={}).value()
+            value = env().compile(literal).eval(data={}).value()
         except RuntimeError:
             continue  # not a plain literal after all: the checker has accepted the expression anyway
         if not isinstance(value, str):

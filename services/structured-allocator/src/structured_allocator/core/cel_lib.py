@@ -1,8 +1,21 @@
-"""The Kubernetes CEL libraries of the DRA environment (see :mod:`.cel_env`), implemented in Python.
+"""The Kubernetes CEL libraries of the DRA environment (:mod:`.cel_env` builds the environment), in Python:
 
-Quantity and Semver are protobuf messages in a private descriptor pool; the list, sets and regex
-functions work on plain values. Functions whose work grows with their input are charged to the
-evaluation's cost meter (:mod:`.cel_cost`) with the Kubernetes cost of the same call.
+* quantity: ``quantity()``, ``isQuantity()``, ``compareTo``, ``isGreaterThan``, ``isLessThan``, ``add``,
+  ``sub`` (Quantity or int), ``asInteger``, ``asApproximateFloat``, ``isInteger``, ``sign``;
+* semver: ``semver(s[, normalize])``, ``isSemver(s[, normalize])``, ``major``/``minor``/``patch``,
+  ``compareTo``, ``isGreaterThan``, ``isLessThan``;
+* lists: ``isSorted``, ``sum``, ``min``, ``max``, ``indexOf``, ``lastIndexOf``;
+* regex: ``find``, ``findAll`` on RE2 with Go's syntax and ``FindAllString`` semantics (:mod:`.cel_regex`);
+  cel-cpp's ``matches`` is RE2 too. Constant patterns are checked at compile time, as upstream;
+* sets: ``sets.contains``, ``sets.equivalent``, ``sets.intersects``.
+
+``Quantity`` and ``Semver`` are protobuf messages ``kubernetes.Quantity{s}`` / ``kubernetes.Semver{s}``
+declared in a private descriptor pool, so the checker rejects ``"a".compareTo(quantity("1"))``.
+cel-cpp dispatches runtime overloads by *kind*, so the two message-typed ``compareTo`` overloads share
+one Python implementation that dispatches on the message type.
+
+Functions whose work grows with their input are charged to the evaluation's cost meter (:mod:`.cel_cost`)
+with the Kubernetes cost of the same call.
 """
 
 from __future__ import annotations
@@ -11,7 +24,6 @@ from collections.abc import Callable
 from typing import Any
 
 from cel_expr_python import cel
-from cel_expr_python.ext import ext_bindings, ext_strings
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from .cel_cost import charge_matches, is_metered, list_cost, metered, regex_cost, sets_cost, unit_cost
@@ -19,7 +31,7 @@ from .cel_regex import compile_regex, find, iter_matches
 from .quantity import Quantity, QuantityError, parse_quantity
 from .semver import SemverError, Version, parse_semver
 
-__all__ = ["QuantityMsg", "SemverMsg", "env", "quantity_msg", "semver_msg"]
+__all__ = ["POOL", "QuantityMsg", "SemverMsg", "functions", "lists_extension", "quantity_msg", "semver_msg"]
 
 
 # -- Quantity and Semver as protobuf messages ------------------------------------------------------
@@ -44,7 +56,7 @@ def _build_pool() -> tuple[Any, type, type]:
     return pool, q, s
 
 
-_POOL, QuantityMsg, SemverMsg = _build_pool()
+POOL, QuantityMsg, SemverMsg = _build_pool()
 _QT = cel.Type("kubernetes.Quantity")
 _ST = cel.Type("kubernetes.Semver")
 _L = cel.Type.List(cel.Type.DYN)
@@ -237,7 +249,8 @@ def _ov(
     return cel.Overload(oid, ret, params, is_member=member, impl=impl)
 
 
-def _k8s_functions() -> list[cel.FunctionDecl]:
+def functions() -> list[cel.FunctionDecl]:
+    """The declarations (with implementations) of every library function but the list ``indexOf``s."""
     # Overloads sharing a runtime kind signature (message, message) carry the implementation only once.
     return [
         _fn("quantity", _ov("string_to_quantity", _QT, [_T.STRING], _to_quantity)),
@@ -317,30 +330,13 @@ def _k8s_functions() -> list[cel.FunctionDecl]:
     ]
 
 
-def _new_env() -> Any:
-    # indexOf/lastIndexOf on lists must be merged into the strings extension's declarations, which
-    # cel-cpp only allows from an extension registered after it.
-    lists_ext = cel.CelExtension(
+def lists_extension() -> cel.CelExtension:
+    """``indexOf``/``lastIndexOf`` on lists. They must be merged into the strings extension's declarations
+    (the same names on strings), which cel-cpp only allows from an extension registered after it."""
+    return cel.CelExtension(
         "k8s.lists.indexof",
         [
             _fn("indexOf", _ov("list_index_of", _T.INT, [_L, _T.DYN], _index_of_m, True)),
             _fn("lastIndexOf", _ov("list_last_index_of", _T.INT, [_L, _T.DYN], _last_index_of_m, True)),
         ],
     )
-    return cel.NewEnv(
-        _POOL,
-        variables={"device": cel.Type.Map(cel.Type.STRING, cel.Type.DYN)},
-        extensions=[ext_strings.ExtStrings(), ext_bindings.ExtBindings(), lists_ext],
-        functions=_k8s_functions(),
-    )
-
-
-_ENV: Any = None
-
-
-def env() -> Any:
-    """The DRA CEL environment (built once)."""
-    global _ENV
-    if _ENV is None:
-        _ENV = _new_env()
-    return _ENV

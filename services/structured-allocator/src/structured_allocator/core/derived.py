@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .cel_env import MAX_EXPRESSION_LENGTH, CelCompileError, CelRuntimeError, CompiledSelector
-from .cel_lib import env as _env
+from .cel_env import MAX_EXPRESSION_LENGTH, CelCompileError, CelRuntimeError, CompiledSelector, env
 
 __all__ = ["DerivedExpression", "compile_derived"]
 
@@ -82,7 +81,7 @@ def compile_derived(expression: str) -> DerivedExpression:
             expression, f"expression too long ({len(expression)} bytes, limit {MAX_EXPRESSION_LENGTH})"
         )
     try:
-        expr = _env().compile(expression)
+        expr = env().compile(expression)
     except RuntimeError as exc:
         raise CelCompileError(expression, "compilation failed: " + str(exc)) from exc
     name = expr.return_type().name()
