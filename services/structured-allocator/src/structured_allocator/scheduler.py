@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -117,8 +116,6 @@ class Scheduler:
         self.write_slots = asyncio.Semaphore(settings.write_concurrency)
         self.in_flight: dict[str, PodPlan] = {}
         self.unschedulable: set[str] = set()
-        self.decision_seconds: deque[float] = deque(maxlen=200_000)
-        self.placed = 0  # successful write pipelines (for tests and the benchmark)
         self._waiters: dict[str, set[str]] = {}
         self._bound: set[str] = set()  # placed, until the informer drops the pod (spec.nodeName set)
         self._failures: dict[str, int] = {}
@@ -219,7 +216,6 @@ class Scheduler:
             elapsed = time.perf_counter() - started
             outcome = type(decision).__name__.lower()
             DECISION_SECONDS.labels(outcome).observe(elapsed)
-            self.decision_seconds.append(elapsed)
             span.set_attribute("draflow.outcome", outcome)
             if isinstance(decision, Waiting):
                 if decision.on_claim:
@@ -353,7 +349,6 @@ class Scheduler:
             return False
         else:
             PLACEMENTS.labels("bound" if plan.bind else "allocated").inc()
-            self.placed += 1
             if plan.bind:
                 self._bound.add(key)
             self._failures.pop(key, None)

@@ -108,7 +108,6 @@ class Allocator:
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self._group_baselines: dict[tuple[str, str], Baseline] = {}
         self._derived: dict[str, DerivedExpression | CelCompileError] = {}
-        self.stats_allocate_one = 0
 
     def allocate(
         self,
@@ -190,9 +189,9 @@ class _Run(RunState):
         if not done:
             from .explain import explain  # local import: explain depends on this module's helpers
 
-            return AllocationOutcome(fits=False, explanation=explain(self))
+            return AllocationOutcome(fits=False, explanation=explain(self), states=self.states)
         results = [allocation_result(self, ci) for ci in range(len(self.claims))]
-        return AllocationOutcome(fits=True, results=results)
+        return AllocationOutcome(fits=True, results=results, states=self.states)
 
     # -- search --------------------------------------------------------------------------------------
     def _step(self) -> None:
@@ -213,7 +212,7 @@ class _Run(RunState):
             raise SearchBudgetExhausted(self.steps, "deadline")
 
     def _allocate_one(self, ci: int, ri: int, si: int, di: int, in_sub: bool, start: int) -> bool:
-        self.a.stats_allocate_one += 1
+        self.states += 1
         if ci >= len(self.claims):
             return True
         if ri >= len(self.requests[ci]):

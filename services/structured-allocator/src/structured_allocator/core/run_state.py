@@ -52,6 +52,7 @@ class RunState:
         self.a = parent
         self.budget = budget
         self.steps = 0
+        self.states = 0  # search states visited (_allocate_one calls): the outcome's ``states``
         self.features = parent.features
         self.node = node
         self.node_name: str = (node.get("metadata") or {}).get("name", "")

@@ -149,11 +149,13 @@ class AllocatedState:
 @dataclass
 class AllocationOutcome:
     """Result of :meth:`Allocator.allocate`: ``results`` holds one ``status.allocation`` per claim
-    when ``fits``; otherwise ``explanation`` says why not."""
+    when ``fits``; otherwise ``explanation`` says why not. ``states`` is how hard the search worked: the
+    search states it visited (upstream's ``NumAllocateOneInvocations``)."""
 
     fits: bool
     results: list[dict[str, Any]] = field(default_factory=list)
     explanation: Any = None  # explain.Explanation when not fits
+    states: int = 0
 
 
 class AllocationError(Exception):
