@@ -1,9 +1,9 @@
 """Process entry point: run a service's main coroutine until it ends or a signal arrives.
 
-    def cli() -> None:
-        settings = load_settings(Settings)
-        configure_logging("claim-controller", settings.log_level, settings.log_format)
-        run(lambda: serve(settings))
+    def main() -> None:
+        run_service("claim-controller", Settings, serve)   # settings, logging, then run(serve(settings))
+
+(what ``serve`` opens and closes: :mod:`draflow_runtime.servicecontext`).
 
 SIGINT/SIGTERM cancel the main task, so ``finally`` blocks and ``async with`` exits run (stop informers,
 release the lease, drain NATS, flush spans). Exit codes: 0 when main returns or a signal stopped it; 1 with
@@ -21,12 +21,15 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable
-from typing import NoReturn
+from collections.abc import Awaitable, Callable, Sequence
+from typing import NoReturn, TypeVar
 
-from draflow_runtime.log import get_logger
+from draflow_runtime.log import configure_logging, get_logger
+from draflow_runtime.settings import ServiceSettings, load_settings
 
-__all__ = ["run", "supervise"]
+__all__ = ["run", "run_service", "supervise"]
+
+S = TypeVar("S", bound=ServiceSettings)
 
 log = get_logger(__name__)
 
@@ -78,3 +81,12 @@ def run(main: Callable[[], Awaitable[None]]) -> NoReturn:
         sys.stderr.flush()
         os.execv(sys.executable, sys.orig_argv)
     sys.exit(code)
+
+
+def run_service(name: str, settings_cls: type[S], serve: Callable[[S], Awaitable[None]],
+                argv: Sequence[str] | None = None) -> NoReturn:
+    """A service's ``main()``: settings from flags/environment (``--help`` exits here), logging, then
+    :func:`run` of ``serve(settings)``."""
+    settings = load_settings(settings_cls, argv, prog=name)
+    configure_logging(name, settings.log_level, settings.log_format)
+    run(lambda: serve(settings))

@@ -1,18 +1,14 @@
-"""Entry point ``kubelet-dra-shim``: settings, logging, tracing, NATS, metrics, then the fleet."""
+"""Entry point ``kubelet-dra-shim``: the service context (tracing, KubeClient, NATS, metrics;
+:mod:`draflow_runtime.servicecontext`), then the fleet."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from draflow_runtime import lifecycle
-from draflow_runtime.bus import EventBus
 from draflow_runtime.events import EventRecorder
-from draflow_runtime.kube import KubeClient
-from draflow_runtime.log import configure_logging, get_logger
-from draflow_runtime.observability import ObservabilityServer
-from draflow_runtime.service import run
-from draflow_runtime.settings import load_settings
-from draflow_runtime.tracing import setup_tracing, shutdown_tracing
+from draflow_runtime.log import get_logger
+from draflow_runtime.service import run_service
+from draflow_runtime.servicecontext import ServiceContext
 
 from .fleet import Fleet
 from .settings import ShimSettings
@@ -22,41 +18,19 @@ log = get_logger(__name__)
 
 
 async def serve(settings: ShimSettings) -> None:
-    setup_tracing(SERVICE)
-    kube = await KubeClient.from_kubeconfig(settings.kubeconfig)
-    bus = EventBus(settings.nats_url, name=SERVICE)
-    fleet: Fleet | None = None
-    obs: ObservabilityServer | None = None
-    try:
+    async with ServiceContext(SERVICE, settings) as svc:
         # The one shared stream (DRAFLOW_EVENTS on draflow.events.>, lifecycle's limits); never a stream
         # of our own or with other settings: services would keep rewriting each other's configuration.
-        await lifecycle.ensure_events_stream(bus)
-        await bus.start()
-
-        fleet = Fleet(
-            settings,
-            kube,
-            EventRecorder(kube, SERVICE),
-            bus if bus.enabled else None,
-            bus=bus if bus.enabled else None,
-        )
-        if settings.http_port:
-            obs = ObservabilityServer(
-                settings.http_port, settings.http_host, ready=lambda: fleet is not None and fleet.ready
-            )
-            obs.add_route("GET", "/debug/claims", _claims_handler(fleet))
-            obs.add_route("GET", "/debug/plugins", _plugins_handler(fleet))
-            await obs.start()
+        bus = await svc.connect_bus()
+        nats = bus if bus.enabled else None
+        fleet = Fleet(settings, svc.kube, EventRecorder(svc.kube, SERVICE), nats, bus=nats)
+        await svc.serve_http(ready=lambda: fleet.ready, routes=[
+            ("GET", "/debug/claims", _claims_handler(fleet)),
+            ("GET", "/debug/plugins", _plugins_handler(fleet)),
+        ])
+        svc.on_close(fleet.stop, "fleet")
         await fleet.start()
-        await _forever()
-    finally:
-        if fleet is not None:
-            await fleet.stop()
-        if obs is not None:
-            await obs.stop()
-        await bus.stop()
-        await kube.close()
-        shutdown_tracing()
+        await svc.wait_forever()
 
 
 def _claims_handler(fleet: Fleet):  # type: ignore[no-untyped-def]
@@ -99,16 +73,8 @@ def _plugins_handler(fleet: Fleet):  # type: ignore[no-untyped-def]
     return handler
 
 
-async def _forever() -> None:
-    import asyncio
-
-    await asyncio.Event().wait()
-
-
 def main() -> None:
-    settings = load_settings(ShimSettings, prog=SERVICE)
-    configure_logging(SERVICE, settings.log_level, settings.log_format)
-    run(lambda: serve(settings))
+    run_service(SERVICE, ShimSettings, serve)
 
 
 if __name__ == "__main__":

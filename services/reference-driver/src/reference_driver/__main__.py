@@ -8,16 +8,12 @@ Every flag has an environment twin (``DRAFLOW_REFERENCE_DRIVER_<FLAG>``); ``--he
 
 from __future__ import annotations
 
-import asyncio
 import resource
 from collections.abc import Sequence
 
-from draflow_runtime.kube import KubeClient
-from draflow_runtime.log import configure_logging, get_logger
-from draflow_runtime.observability import ObservabilityServer
-from draflow_runtime.service import run
-from draflow_runtime.settings import load_settings
-from draflow_runtime.tracing import setup_tracing, shutdown_tracing
+from draflow_runtime.log import get_logger
+from draflow_runtime.service import run_service
+from draflow_runtime.servicecontext import ServiceContext
 from reference_driver.fleet import Fleet
 from reference_driver.settings import DriverSettings
 
@@ -34,29 +30,17 @@ def _raise_fd_limit(sockets: int) -> None:
 
 async def serve(settings: DriverSettings) -> None:
     """Run until cancelled: every node's gRPC server, the poller and /metrics, /healthz, /readyz."""
-    kube = await KubeClient.from_kubeconfig(settings.kubeconfig)
-    fleet = Fleet(settings, kube)
-    _raise_fd_limit(len(fleet.nodes))
-    http = None
-    if settings.http_port:
-        http = ObservabilityServer(settings.http_port, settings.http_host, ready=lambda: fleet.serving)
-        await http.start()
-    try:
+    async with ServiceContext(SERVICE, settings) as svc:
+        fleet = Fleet(settings, svc.kube)
+        _raise_fd_limit(len(fleet.nodes))
+        await svc.serve_http(ready=lambda: fleet.serving)
+        svc.on_close(fleet.stop, "fleet")
         await fleet.start()
-        await asyncio.Event().wait()
-    finally:
-        await fleet.stop()
-        if http is not None:
-            await http.stop()
-        await kube.close()
-        shutdown_tracing()
+        await svc.wait_forever()
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    settings = load_settings(DriverSettings, argv, prog=SERVICE)
-    configure_logging(SERVICE, settings.log_level, settings.log_format)
-    setup_tracing(SERVICE)
-    run(lambda: serve(settings))
+    run_service(SERVICE, DriverSettings, serve, argv)
 
 
 if __name__ == "__main__":

@@ -130,10 +130,15 @@ class ExplanationStore:
 
     # -- HTTP ----------------------------------------------------------------------------------------
 
+    def routes(self) -> list[tuple[str, str, Any]]:
+        """``GET /explain`` and ``GET /explain/{namespace}/{claim}`` as (method, path, handler)."""
+        return [("GET", "/explain", self.handle_list),
+                ("GET", "/explain/{namespace}/{claim}", self.handle_one)]
+
     def add_routes(self, server: Any) -> None:
-        """Register ``GET /explain`` and ``GET /explain/{namespace}/{claim}`` on an ObservabilityServer."""
-        server.add_route("GET", "/explain", self.handle_list)
-        server.add_route("GET", "/explain/{namespace}/{claim}", self.handle_one)
+        """Register :meth:`routes` on an ObservabilityServer."""
+        for method, path, handler in self.routes():
+            server.add_route(method, path, handler)
 
     async def handle_list(self, request: web.Request) -> web.Response:
         items = [
