@@ -199,3 +199,10 @@ def test_consumption_of_several_shares_adds_up() -> None:
     assert pool["shareableSummary"]["capacity"] == [
         {"name": "memory", "total": "40Gi", "consumed": "45Gi", "available": "0"}
     ]
+
+
+def test_a_quantity_that_does_not_parse_is_an_error_for_the_caller() -> None:
+    # The controller answers Failed with this message (input the API server would not have accepted).
+    device = {"name": "d", "allowMultipleAllocations": True, "capacity": {"memory": {"value": "lots"}}}
+    with pytest.raises(ValueError, match="lots"):
+        compute_status(request(GPU), [slice_("s", "pool-0", [device], driver=GPU)], [], [], NOW)
