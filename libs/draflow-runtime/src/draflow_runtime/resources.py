@@ -5,22 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "DEVICE_CLASSES",
-    "DEVICE_TAINT_RULES",
-    "EVENTS",
-    "LEASES",
-    "NAMESPACES",
-    "NODES",
-    "PODS",
-    "RESOURCE_CLAIMS",
-    "RESOURCE_CLAIM_TEMPLATES",
-    "RESOURCE_POOL_STATUS_REQUESTS",
-    "RESOURCE_SLICES",
-    "SERVICE_ACCOUNTS",
-    "Resource",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class Resource:
