@@ -52,11 +52,24 @@ async def test_the_layered_overlay_mounts_host_paths_and_gives_each_workload_its
         ports.add(port["containerPort"])
         for m in c.get("volumeMounts", []):  # mounted where the host has them: sockets are advertised by path
             [vol] = [v for v in pod["volumes"] if v["name"] == m["name"]]
-            assert vol["hostPath"]["path"] == m["mountPath"] and m["mountPath"].startswith(str(node.dir))
+            assert vol["hostPath"]["path"] == m["mountPath"] == str(node.root)
     assert len(ports) == 4
-    driver_env = {e["name"]: e.get("value") for e in
-                  workloads["reference-driver"]["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert driver_env["DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR"] == str(node.plugins_registry)
-    assert driver_env["DRAFLOW_REFERENCE_DRIVER_CDI_ROOT"] == str(node.cdi_dir)
+    for name in ("reference-driver", "slice-publisher"):
+        container = workloads[name]["spec"]["template"]["spec"]["containers"][0]
+        assert [m["mountPath"] for m in container["volumeMounts"]] == [str(node.root)]
+        [host] = [e for e in container["env"] if e["name"].endswith("_HTTP_HOST")]
+        assert host["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}  # the node's address
+    driver = workloads["reference-driver"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    names = [e["name"] for e in driver]
+    driver_env = {e["name"]: e.get("value") for e in driver}
+    # $(NODE_NAME) is expanded by the kubelet only from variables defined before it.
+    assert names.index("NODE_NAME") < names.index("DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR")
+
+    def on(node_name: str, key: str) -> Path:
+        return Path(str(driver_env[key]).replace("$(NODE_NAME)", node_name))
+
+    assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR") == node.plugins_registry
+    assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT") == node.cdi_dir
+    assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_STATE_DIR") == node.driver_state_dir
     [cluster] = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-cluster"]
     assert cluster["data"]["KUBERNETES_SERVICE_PORT"] == "1234"

@@ -53,5 +53,20 @@ def test_a_deep_state_dir_gets_a_short_linked_node_dir(tmp_path: Path) -> None:
     shallow = NodeLayout.create(Path("/s"), "n1")
     assert shallow.dir == Path("/s/nodes/n1") and shallow.link is None
     deep = NodeLayout.create(tmp_path / ("x" * 60), "n1")
-    assert deep.link == (tmp_path / ("x" * 60) / "nodes" / "n1").resolve()
+    assert deep.link == (tmp_path / ("x" * 60) / "nodes").resolve()  # the nodes' root, linked
+    assert deep.dir == deep.root / "n1"
     assert len(str(deep.plugins_dir / "gpu.draflow.example" / "dra.sock")) < 100
+
+
+def test_nodes_of_one_cluster_share_a_root_and_nothing_else_of_their_own(tmp_path: Path) -> None:
+    a, b = NodeLayout.create_all(tmp_path / ("x" * 60), ["draflow-node-1", "draflow-node-2"])
+    assert a.root == b.root and (a.dir, b.dir) == (a.root / a.name, a.root / b.name)
+    assert len({a.node_id, b.node_id}) == 2 and a.cgroup_root != b.cgroup_root and a.bridge != b.bridge
+    assert not ipaddress.ip_network(a.subnet).overlaps(ipaddress.ip_network(b.subnet))
+    assert len({a.kubelet_port, a.kubelet_healthz_port, b.kubelet_port, b.kubelet_healthz_port}) == 4
+    # A DaemonSet pod names its own node's directories through $(NODE_NAME), which the kubelet expands.
+    for prop in ("plugins_registry", "plugins_dir", "cdi_dir", "driver_state_dir"):
+        template = a.on_any_node(getattr(a, prop))
+        assert b.on_any_node(getattr(b, prop)) == template  # one DaemonSet template for both nodes
+        for layout in (a, b):
+            assert Path(template.replace("$(NODE_NAME)", layout.name)) == getattr(layout, prop)

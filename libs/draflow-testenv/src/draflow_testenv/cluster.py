@@ -3,13 +3,19 @@
 ```python
 async with ClusterEnvironment() as env:      # needs root (containerd, the kubelet, cgroups, mounts)
     env.node.name                            # a real Node, Ready; its kubelet runs real containers
-    await env.import_image(archive)          # an OCI archive into the node's containerd
+    await env.import_image(archive)          # an OCI archive into every node's containerd
+async with ClusterEnvironment(node_names=["draflow-node-1", "draflow-node-2"]) as env:
+    env.node_layouts                         # two real Nodes on this machine
 ```
 
 On top of etcd + kube-apiserver + NATS + Jaeger it runs kube-controller-manager (its usual controllers,
 without the resourceclaim and device-taint-eviction controllers: draflow's claim-controller does their
-jobs), kube-scheduler, and one node: containerd 2.x (CRI with CDI) and a kubelet, each with paths, ports,
-cgroup parent and CNI bridge of their own (``draflow_testenv.node``). Images come from
+jobs), kube-scheduler, and one node or more: each a containerd 2.x (CRI with CDI) and a kubelet of its own,
+with paths (``<root>/<node name>``), ports, node address, cgroup parent and CNI bridge of their own
+(``draflow_testenv.node``). Nodes share only what is fixed on the host: runc's state root
+(``/run/containerd/runc``, container IDs are unique), ``/var/log/containers`` and ``/var/lib/cni/results``
+(names carry the container or network), the kubelets' iptables canary chains. The first node's processes log
+to ``kubelet.log`` and ``containerd.log``, another's to ``kubelet-<name>.log``. Images come from
 ``draflow_testenv.images``; nothing is pulled. ``stop()`` leaves no process, mount, container, cgroup or
 bridge behind (``node_cleanup``).
 """
@@ -47,22 +53,42 @@ class ClusterEnvironment(Environment):
     """A real one-node cluster. Must run as root. Start with ``async with`` (or ``start()``/``stop()``)."""
 
     def __init__(self, state_dir: str | Path | None = None, *, node_name: str = "draflow-node-1",
-                 node_ready_timeout: float = 180.0, apiserver_args: Sequence[str] = (),
-                 **kwargs: Any) -> None:
+                 node_names: Sequence[str] | None = None, node_ready_timeout: float = 180.0,
+                 apiserver_args: Sequence[str] = (), **kwargs: Any) -> None:
         # The API server reaches kubelets (logs, exec) at the node's address; its name resolves nowhere.
         apiserver_args = ("--kubelet-preferred-address-types=InternalIP", *apiserver_args)
         super().__init__(state_dir, apiserver_args=apiserver_args, **kwargs)
-        self.node_name = node_name
+        self.node_names = list(node_names or [node_name])
+        self.node_name = self.node_names[0]
         self.node_ready_timeout = node_ready_timeout
-        self._layout: NodeLayout | None = None
+        self._layouts: list[NodeLayout] = []
         self._bins: dict[str, Path] = {}
         self._node_procs: dict[str, ManagedProcess] = {}
         self.cluster_startup_seconds: float | None = None
 
     @property
     def node(self) -> NodeLayout:
-        assert self._layout is not None, "cluster not started"
-        return self._layout
+        """The first node."""
+        assert self._layouts, "cluster not started"
+        return self._layouts[0]
+
+    @property
+    def node_layouts(self) -> list[NodeLayout]:
+        assert self._layouts, "cluster not started"
+        return list(self._layouts)
+
+    def layout(self, name: str) -> NodeLayout:
+        """The node called ``name``."""
+        [found] = [n for n in self.node_layouts if n.name == name]
+        return found
+
+    def _proc(self, kind: str, layout: NodeLayout) -> str:
+        """``kubelet`` / ``containerd`` for the first node, ``<kind>-<node name>`` for the others."""
+        return kind if layout is self._layouts[0] else f"{kind}-{layout.name}"
+
+    def kubelet_log(self, layout: NodeLayout | None = None) -> Path:
+        """The kubelet's own log file (the first node's by default)."""
+        return self.logs_dir / f"{self._proc('kubelet', layout or self.node)}.log"
 
     @property
     def ctr(self) -> Path:
@@ -77,10 +103,13 @@ class ClusterEnvironment(Environment):
         try:
             bins = await asyncio.gather(*(ensure_binary(n) for n in NODE_BINARIES))
             self._bins = dict(zip(NODE_BINARIES, bins, strict=True))
-            self._layout = NodeLayout.create(self.state_dir, self.node_name)
+            self._layouts = NodeLayout.create_all(self.state_dir, self.node_names)
             async with asyncio.TaskGroup() as tg:
                 tg.create_task(self._start_controllers())
-                tg.create_task(self._start_node())
+                archives = await asyncio.gather(  # once for all nodes (cached by content)
+                    images.pause_archive(self._bins["pause"]), images.workload_archive())
+                for layout in self._layouts:
+                    tg.create_task(self._start_node(layout, archives))
         except BaseException as exc:
             await self.stop()
             if isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
@@ -89,26 +118,26 @@ class ClusterEnvironment(Environment):
         self.cluster_startup_seconds = time.monotonic() - t0
 
     async def stop(self) -> None:
-        """The node first (kubelet, then containers, containerd, mounts, cgroups, bridge), then the rest."""
+        """The nodes first (kubelets, then containers, containerd, mounts, cgroups, bridge), then the rest."""
         for svc in reversed(self._services):
             await svc.stop()
         self._services.clear()
-        kubelet = self._procs.pop("kubelet", None)
-        if kubelet:
-            await kubelet.stop(grace=15.0)
-        containerd = self._procs.pop("containerd", None)
-        if self._layout is not None:
-            if containerd and containerd.running:
-                await node_cleanup.remove_containers(self.ctr, self._layout.containerd_socket)
-            if containerd:
-                await containerd.stop()
-            await asyncio.to_thread(node_cleanup.clean_node, self._layout)
-            if self._layout.link is not None:  # the node dir lives outside the state dir: remove both
-                self._layout.link.unlink(missing_ok=True)
-                await asyncio.to_thread(shutil.rmtree, self._layout.dir, True)
-        elif containerd:
-            await containerd.stop()
+        kubelets = [self._procs.pop(self._proc("kubelet", n), None) for n in self._layouts]
+        await asyncio.gather(*(k.stop(grace=15.0) for k in kubelets if k))
+        await asyncio.gather(*(self._stop_node(n) for n in self._layouts))
+        if self._layouts and self._layouts[0].link is not None:  # the nodes' root is elsewhere: remove both
+            self._layouts[0].link.unlink(missing_ok=True)
+            await asyncio.to_thread(shutil.rmtree, self._layouts[0].root, True)
         await super().stop()
+
+    async def _stop_node(self, layout: NodeLayout) -> None:
+        """After its kubelet: the node's containers, its containerd, then whatever is left of it."""
+        containerd = self._procs.pop(self._proc("containerd", layout), None)
+        if containerd and containerd.running:
+            await node_cleanup.remove_containers(self.ctr, layout.containerd_socket)
+        if containerd:
+            await containerd.stop()
+        await asyncio.to_thread(node_cleanup.clean_node, layout)
 
     # -- control plane ---------------------------------------------------------------------------------
     async def _start_controllers(self) -> None:
@@ -138,56 +167,60 @@ class ClusterEnvironment(Environment):
             return resp.status == 200
 
     # -- the node --------------------------------------------------------------------------------------
-    async def _start_node(self) -> None:
-        layout = self.node
+    async def _start_node(self, layout: NodeLayout, archives: Sequence[Path]) -> None:
         for d in (layout.containerd_dir, layout.cni_conf_dir, layout.cdi_dir, layout.kubelet_root):
             d.mkdir(parents=True, exist_ok=True)
-        if layout.link is not None:
+        if layout.link is not None and not layout.link.is_symlink():
             layout.link.parent.mkdir(parents=True, exist_ok=True)
-            layout.link.symlink_to(layout.dir)
+            layout.link.symlink_to(layout.root)
         layout.containerd_config.write_text(containerd_config(
             layout, cni_bin_dir=self._bins["cni-plugins"].parent, runc=RUNC,
             sandbox_image=images.PAUSE_IMAGE))
         (layout.cni_conf_dir / "10-draflow.conflist").write_text(cni_config(layout))
         env = {**os.environ, "PATH": f"{self._bins['containerd'].parent}:{os.environ.get('PATH', '')}"}
-        proc = ManagedProcess("containerd", containerd_argv(self._bins["containerd"], layout),
-                              self.logs_dir / "containerd.log", env=env)
+        name = self._proc("containerd", layout)
+        proc = ManagedProcess(name, containerd_argv(self._bins["containerd"], layout),
+                              self.logs_dir / f"{name}.log", env=env)
         await proc.start()
-        self._procs["containerd"] = proc
+        self._procs[name] = proc
         self._record_pids()
-        await proc.wait_ready(self._containerd_ready, self.startup_timeout, interval=0.25)
-        pause, workload = await asyncio.gather(
-            images.pause_archive(self._bins["pause"]), images.workload_archive())
-        for archive in (pause, workload):
-            await self.import_image(archive)
+        await proc.wait_ready(lambda: self._containerd_ready(layout), self.startup_timeout, interval=0.25)
+        for archive in archives:
+            await images.import_archive(self.ctr, layout.containerd_socket, archive)
         layout.kubelet_config.write_text(kubelet_config(layout))
         node_cleanup.create_cgroups(layout.cgroup_root)
         node_cleanup.add_node_address(layout)
         layout.kubelet_kubeconfig.write_bytes(self.node_kubeconfig(layout.name).read_bytes())
-        kubelet = await self._launch("kubelet", kubelet_argv(self._bins["kubelet"], layout))
-        await kubelet.wait_ready(self.node_ready, self.node_ready_timeout, interval=0.5)
+        await self._start_kubelet(layout)
 
-    async def _containerd_ready(self) -> bool:
-        await images.run([self.ctr, "--address", self.node.containerd_socket, "version"])
+    async def _start_kubelet(self, layout: NodeLayout) -> None:
+        argv = kubelet_argv(self._bins["kubelet"], layout)
+        kubelet = await self._launch(self._proc("kubelet", layout), argv)
+        await kubelet.wait_ready(lambda: self.node_ready(layout.name), self.node_ready_timeout, interval=0.5)
+
+    async def _containerd_ready(self, layout: NodeLayout) -> bool:
+        await images.run([self.ctr, "--address", layout.containerd_socket, "version"])
         return True
 
     async def import_image(self, archive: Path) -> None:
-        """Load an OCI image archive into the node's containerd (namespace ``k8s.io``)."""
-        await images.import_archive(self.ctr, self.node.containerd_socket, archive)
+        """Load an OCI image archive into every node's containerd (namespace ``k8s.io``)."""
+        await asyncio.gather(*(images.import_archive(self.ctr, n.containerd_socket, archive)
+                               for n in self.node_layouts))
 
-    async def node_ready(self) -> bool:
-        """True when the Node exists and its ``Ready`` condition is True."""
-        node = await self.admin.request("GET", f"/api/v1/nodes/{self.node.name}")
+    async def node_ready(self, name: str | None = None) -> bool:
+        """True when the Node (the first one by default) exists and its ``Ready`` condition is True."""
+        node = await self.admin.request("GET", f"/api/v1/nodes/{name or self.node.name}")
         conds = node.get("status", {}).get("conditions", [])
         return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
 
-    async def restart_kubelet(self) -> None:
-        """Stop the kubelet (SIGTERM) and start it again with the same configuration; waits for Ready."""
-        old = self._procs.pop("kubelet", None)
+    async def restart_kubelet(self, layout: NodeLayout | None = None) -> None:
+        """Stop a node's kubelet (the first node's by default; SIGTERM) and start it again with the same
+        configuration; waits for Ready."""
+        layout = layout or self.node
+        old = self._procs.pop(self._proc("kubelet", layout), None)
         if old:
             await old.stop(grace=15.0)
-        kubelet = await self._launch("kubelet", kubelet_argv(self._bins["kubelet"], self.node))
-        await kubelet.wait_ready(self.node_ready, self.node_ready_timeout, interval=0.5)
+        await self._start_kubelet(layout)
 
     async def pod_log(self, namespace: str, pod: str, container: str | None = None) -> str:
         """A container's log read through the API server (which fetches it from the kubelet)."""
@@ -204,7 +237,8 @@ class ClusterEnvironment(Environment):
             return text
 
 
-def kubelet_log_lines(env: ClusterEnvironment, needles: Sequence[str]) -> list[str]:
-    """The kubelet log's lines containing every one of ``needles``."""
-    text = (env.logs_dir / "kubelet.log").read_text(errors="replace")
+def kubelet_log_lines(env: ClusterEnvironment, needles: Sequence[str],
+                      layout: NodeLayout | None = None) -> list[str]:
+    """The kubelet log's lines (the first node's by default) containing every one of ``needles``."""
+    text = env.kubelet_log(layout).read_text(errors="replace")
     return [line for line in text.splitlines() if all(n in line for n in needles)]

@@ -3,8 +3,11 @@
 ``install(env)`` builds (or reuses) the draflow image (``image_draflow``) and imports it into the node's
 containerd, writes ``<state>/kustomize/kustomization.yaml`` — the ``overlays/e2e`` overlay plus what only
 the running environment knows: the API server's port, the NATS and OTLP endpoints, a free HTTP port per
-workload, the kubelet's plugin directories and the node's CDI directory (a DRA driver advertises its socket
-by its host path, so each is mounted at the same path it has on the host) — then, as a user would,
+workload, and for the two DaemonSets the nodes' directories: every node of the cluster lives under one root
+(``<root>/<node name>``), which the DaemonSets mount at its host path (a DRA driver advertises its socket by
+its host path), each pod naming its node's kubelet plugin directories and CDI directory with
+``$(NODE_NAME)``, and serving HTTP on its node's address (the pods share the host network, so two nodes'
+pods on one machine need different addresses for the same port) — then, as a user would,
 ``kubectl apply --server-side -k <state>/kustomize`` with kubectl v1.37.1 (``hack/binaries.sh``) and the
 environment's kubeconfig. ``build`` (``kustomize build`` of the same directory) is for tests that only look.
 """
@@ -28,13 +31,14 @@ from draflow_testenv.servers import HOST, free_port
 NAMESPACE = "draflow-system"
 
 
-def _workload_patch(kind: str, name: str, prefix: str, port: int, env: dict[str, str],
+def _workload_patch(kind: str, name: str, prefix: str, port: int, env: dict[str, str | dict[str, Any]],
                     mounts: dict[str, Path] | None = None) -> dict[str, Any]:
     """A workload's HTTP port (host network: one free port each, so parallel clusters never collide), env
-    values and, for ``mounts``, its volumes, each mounted at its host path (lists replaced whole)."""
+    values (a string, or a ``valueFrom`` source) and, for ``mounts``, its volumes, each mounted at its host
+    path (lists replaced whole)."""
     container: dict[str, Any] = {
         "name": name,
-        "env": [{"name": k, "value": v}
+        "env": [{"name": k, "value": v} if isinstance(v, str) else {"name": k, "valueFrom": v}
                 for k, v in {f"DRAFLOW_{prefix}_HTTP_PORT": str(port), **env}.items()],
         "ports": [{"$patch": "replace"}, {"name": "http", "containerPort": port}],
     }
@@ -58,7 +62,10 @@ def kustomization(env: ClusterEnvironment, overlay: str) -> dict[str, Any]:
     """``overlay``: the e2e overlay's path relative to where this kustomization is written (kustomize
     refuses absolute resource paths)."""
     node = env.node
-    driver_state = node.dir / "reference-driver"
+    pod_ip: dict[str, Any] = {"fieldRef": {"fieldPath": "status.podIP"}}  # host network: the node's address
+    # Again, so that it comes before the paths naming it: a strategic-merge patch puts its new entries
+    # first, and the kubelet expands $(NODE_NAME) only from variables defined earlier in the list.
+    node_name: dict[str, Any] = {"fieldRef": {"fieldPath": "spec.nodeName"}}
     patches = [
         _configmap("draflow-cluster", {"KUBERNETES_SERVICE_HOST": HOST,
                                        "KUBERNETES_SERVICE_PORT": str(env.ports.apiserver)}),
@@ -68,15 +75,18 @@ def kustomization(env: ClusterEnvironment, overlay: str) -> dict[str, Any]:
         _workload_patch("Deployment", "claim-controller", "CLAIM_CONTROLLER", free_port(), {}),
         _workload_patch("Deployment", "structured-allocator", "STRUCTURED_ALLOCATOR", free_port(), {}),
         _workload_patch("DaemonSet", "reference-driver", "REFERENCE_DRIVER", free_port(), {
-            "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR": str(node.plugins_registry),
-            "DRAFLOW_REFERENCE_DRIVER_PLUGINS_DIR": str(node.plugins_dir),
-            "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT": str(node.cdi_dir),
-            "DRAFLOW_REFERENCE_DRIVER_STATE_DIR": str(driver_state),
-        }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir, "cdi": node.cdi_dir,
-            "state": driver_state}),
+            "NODE_NAME": node_name,
+            "DRAFLOW_REFERENCE_DRIVER_HTTP_HOST": pod_ip,
+            "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR": node.on_any_node(node.plugins_registry),
+            "DRAFLOW_REFERENCE_DRIVER_PLUGINS_DIR": node.on_any_node(node.plugins_dir),
+            "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT": node.on_any_node(node.cdi_dir),
+            "DRAFLOW_REFERENCE_DRIVER_STATE_DIR": node.on_any_node(node.driver_state_dir),
+        }, {"nodes": node.root}),
         _workload_patch("DaemonSet", "slice-publisher", "SLICE_PUBLISHER", free_port(), {
-            "DRAFLOW_SLICE_PUBLISHER_REGISTRY_DIR": str(node.plugins_registry),
-        }, {"plugins-registry": node.plugins_registry, "plugins": node.plugins_dir}),
+            "NODE_NAME": node_name,
+            "DRAFLOW_SLICE_PUBLISHER_HTTP_HOST": pod_ip,
+            "DRAFLOW_SLICE_PUBLISHER_REGISTRY_DIR": node.on_any_node(node.plugins_registry),
+        }, {"nodes": node.root}),
     ]
     return {
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",

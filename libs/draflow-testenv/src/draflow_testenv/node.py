@@ -13,6 +13,7 @@ import ipaddress
 import json
 import secrets
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import yaml
 
 from draflow_testenv.servers import HOST, free_port
 
-MAX_NODE_DIR = 40
+MAX_NODE_DIR = 40  # the longest node dir: /tmp/draflow-nodes-<6 hex>/draflow-node-1
 
 
 @dataclass(frozen=True)
@@ -28,30 +29,54 @@ class NodeLayout:
     """Paths, names and ports of one real node."""
 
     name: str
-    dir: Path
+    dir: Path  # <root>/<name>
     node_id: str
     subnet: str
     node_ip: str
     kubelet_port: int
     kubelet_healthz_port: int
-    link: Path | None = None  # state_dir/nodes/<name>, a symlink to ``dir`` when ``dir`` is elsewhere
+    link: Path | None = None  # state_dir/nodes, a symlink to ``root`` when ``root`` is elsewhere
+
+    @property
+    def root(self) -> Path:
+        """The directory of every node of the cluster (``<root>/<node name>``): one host path a
+        DaemonSet can mount on all nodes, each pod finding its node's part by its node name."""
+        return self.dir.parent
 
     @classmethod
     def create(cls, state_dir: Path, name: str) -> NodeLayout:
-        node_id = secrets.token_hex(3)
-        # 10.<200..249>.<0..255>.0/24: unlikely to collide with another environment or the VM's networks.
-        # Pods get .2-.200; the node's own address (.250) is added to lo (``node_cleanup``): the kubelet
-        # refuses a loopback node IP, and the API server reaches the kubelet there (logs, exec).
-        prefix = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}"
-        # Unix socket paths are limited to 107 bytes (containerd's to 104) and sockets live deep in here
-        # (<kubelet root>/plugins/<driver>/dra.sock): a long state dir gets a short node dir, linked.
-        home = (state_dir / "nodes" / name).resolve()
-        node_dir, link = home, None
-        if len(str(home)) > MAX_NODE_DIR:
-            node_dir, link = Path(tempfile.gettempdir()) / f"draflow-node-{node_id}", home
-        return cls(name=name, dir=node_dir, link=link, node_id=node_id,
-                   subnet=f"{prefix}.0/24", node_ip=f"{prefix}.250",
-                   kubelet_port=free_port(), kubelet_healthz_port=free_port())
+        return cls.create_all(state_dir, [name])[0]
+
+    @classmethod
+    def create_all(cls, state_dir: Path, names: Sequence[str]) -> list[NodeLayout]:
+        """The layouts of a cluster's nodes, under one root: ``<state_dir>/nodes``, or a short directory
+        in the temp dir linked from there when that path is long (unix socket paths are limited to 107
+        bytes, containerd's to 104, and sockets live deep in a node dir:
+        ``<kubelet root>/plugins/<driver>/dra.sock``)."""
+        home = (state_dir / "nodes").resolve()
+        root, link = home, None
+        if len(str(home)) + 1 + max(len(n) for n in names) > MAX_NODE_DIR:
+            root, link = Path(tempfile.gettempdir()) / f"draflow-nodes-{secrets.token_hex(3)}", home
+        layouts: list[NodeLayout] = []
+        prefixes: set[str] = set()
+        for name in names:
+            # 10.<200..249>.<0..255>.0/24 each, distinct: unlikely to collide with another environment or
+            # the VM's networks. Pods get .2-.200; the node's own address (.250) is added to lo
+            # (``node_cleanup``): the kubelet refuses a loopback node IP, and the API server reaches the
+            # kubelet there (logs, exec).
+            prefix = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}"
+            while prefix in prefixes:
+                prefix = f"10.{200 + secrets.randbelow(50)}.{secrets.randbelow(256)}"
+            prefixes.add(prefix)
+            layouts.append(cls(name=name, dir=root / name, link=link, node_id=secrets.token_hex(3),
+                               subnet=f"{prefix}.0/24", node_ip=f"{prefix}.250",
+                               kubelet_port=free_port(), kubelet_healthz_port=free_port()))
+        return layouts
+
+    def on_any_node(self, path: Path) -> str:
+        """``path`` (under this node's dir) as a pod of a DaemonSet writes it: the node's name as the
+        ``$(NODE_NAME)`` environment variable reference, which the kubelet expands."""
+        return f"{self.root}/$(NODE_NAME)/{path.relative_to(self.dir)}"
 
     @property
     def containerd_dir(self) -> Path:
@@ -95,6 +120,11 @@ class NodeLayout:
     def plugins_dir(self) -> Path:
         """Parent of the DRA drivers' service sockets (``<driver>/dra.sock``)."""
         return self.kubelet_root / "plugins"
+
+    @property
+    def driver_state_dir(self) -> Path:
+        """The reference driver's checkpoint and health files on this node."""
+        return self.dir / "reference-driver"
 
     @property
     def cgroup_root(self) -> str:

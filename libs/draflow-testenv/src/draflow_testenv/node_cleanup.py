@@ -62,7 +62,8 @@ def node_processes(layout: NodeLayout) -> list[int]:
     """Processes whose command line names the node's directory (shims, stray servers), with descendants."""
     procs = _processes()
     me = os.getpid()
-    roots = {pid for pid, (_, cmd) in procs.items() if str(layout.dir) in cmd and pid != me}
+    inside = str(layout.dir) + "/"  # not a sibling node's dir whose name starts with this one's
+    roots = {pid for pid, (_, cmd) in procs.items() if inside in cmd and pid != me}
     found, frontier = set(roots), set(roots)
     while frontier:
         frontier = {pid for pid, (ppid, _) in procs.items() if ppid in frontier and pid not in found}
