@@ -33,19 +33,19 @@ def _pod(
         pytest.param(
             [{"name": "a", "resourceClaimName": "shared"}],
             [],
-            [PodClaim("a", "shared", False)],
+            [PodClaim("a", "shared", None, generated=False)],
             id="direct-claim",
         ),
         pytest.param(
             [{"name": "a", "resourceClaimTemplateName": "t"}],
             [],
-            [PodClaim("a", None, True, "ResourceClaim not generated yet")],
+            [PodClaim("a", None, "t", generated=True)],
             id="template-not-generated",
         ),
         pytest.param(
             [{"name": "a", "resourceClaimTemplateName": "t"}],
             [{"name": "a", "resourceClaimName": "p-a-x"}],
-            [PodClaim("a", "p-a-x", True)],
+            [PodClaim("a", "p-a-x", "t", generated=True)],
             id="template-generated",
         ),
         pytest.param(
@@ -56,13 +56,17 @@ def _pod(
 def test_pod_claims(
     claims: list[dict[str, Any]], statuses: list[dict[str, Any]], want: list[PodClaim]
 ) -> None:
-    assert pod_claims(_pod(claims, statuses)) == want
+    got = pod_claims(_pod(claims, statuses))
+    assert got == want
+    assert [pc.waiting for pc in got] == [
+        "ResourceClaim not generated yet" if pc.claim_name is None else "" for pc in want
+    ]
 
 
 def test_extended_resource_claim_is_included() -> None:
     pod = _pod([])
     pod["status"]["extendedResourceClaimStatus"] = {"resourceClaimName": "ext", "requestMappings": []}
-    assert pod_claims(pod) == [PodClaim("", "ext", True)]
+    assert pod_claims(pod) == [PodClaim("", "ext", None, generated=True)]
 
 
 def _claim(*, owned: bool = True, allocated: bool = True, reserved: bool = True) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import aiohttp
 
+from draflow_runtime.dra import allocation_node, claim_names, claim_results
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 
@@ -34,37 +35,23 @@ FUNNEL = [
 
 
 def pods_of(claim: Mapping[str, Any], pods: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Pods that reference the claim: by name, through the pod status of a template claim, or reserved."""
+    """Pods that use the claim (:func:`draflow_runtime.dra.claim_names`: by name, through the pod status
+    of a template claim, or as the extended-resource claim), reserve it or own it."""
     meta = claim.get("metadata") or {}
     name = meta.get("name")
     reserved = {r.get("uid") for r in (claim.get("status") or {}).get("reservedFor") or ()}
     owners = {r.get("uid") for r in meta.get("ownerReferences") or () if r.get("kind") == "Pod"}
-    out = []
-    for pod in pods:
-        pmeta = pod.get("metadata") or {}
-        spec_claims = (pod.get("spec") or {}).get("resourceClaims") or ()
-        status_claims = (pod.get("status") or {}).get("resourceClaimStatuses") or ()
-        by_name = any(c.get("resourceClaimName") == name for c in spec_claims)
-        by_status = any(c.get("resourceClaimName") == name for c in status_claims)
-        if by_name or by_status or pmeta.get("uid") in reserved | owners:
-            out.append(pod)
-    return out
+    related = reserved | owners
+    return [pod for pod in pods
+            if name in claim_names(pod, extended=True) or (pod.get("metadata") or {}).get("uid") in related]
 
 
 def describe_allocation(claim: Mapping[str, Any]) -> str:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    results = (allocation.get("devices") or {}).get("results") or []
-    nodes = [
-        v
-        for term in (allocation.get("nodeSelector") or {}).get("nodeSelectorTerms") or ()
-        for req in term.get("matchFields") or ()
-        if req.get("key") == "metadata.name"
-        for v in req.get("values") or ()
-    ]
+    node = allocation_node(claim)
     reserved = [r.get("name") for r in (claim.get("status") or {}).get("reservedFor") or ()]
-    lines = [f"allocated{' on node ' + ', '.join(nodes) if nodes else ''}; reserved for: "
+    lines = [f"allocated{' on node ' + node if node else ''}; reserved for: "
              f"{', '.join(str(r) for r in reserved) or '(nobody)'}"]
-    rows = [[r.get(k, "") for k in ("request", "driver", "pool", "device")] for r in results]
+    rows = [[r.get(k, "") for k in ("request", "driver", "pool", "device")] for r in claim_results(claim)]
     if rows:
         lines.append(render(["REQUEST", "DRIVER", "POOL", "DEVICE"], rows))
     return "\n".join(lines)

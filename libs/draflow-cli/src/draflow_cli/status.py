@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from draflow_runtime.dra import claim_results
 from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 
 from . import poolstatus
@@ -74,8 +75,7 @@ def summarize(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str,
         newest[key] = max(newest.get(key, 0), int((spec.get("pool") or {}).get("generation", 0)))
     in_use: set[tuple[str, str, str]] = set()
     for c in claims:
-        results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
-        for r in results or ():
+        for r in claim_results(c):
             in_use.add((r.get("driver", ""), r.get("pool", ""), r.get("device", "")))
     pools: dict[tuple[str, str, str], PoolStatus] = {}
     for s in slices:

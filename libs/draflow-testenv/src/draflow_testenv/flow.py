@@ -35,6 +35,7 @@ from draflow_cli import explain as cli_explain
 from draflow_cli import status as cli_status
 from draflow_cli.table import render
 from draflow_cli.trace import jaeger_link, trace_id_of
+from draflow_runtime.dra import claim_names
 from draflow_runtime.errors import AlreadyExists
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
@@ -202,7 +203,7 @@ async def progress(kube: KubeClient, nats_url: str) -> tuple[int, int, int, int,
     prepared_claims = await _prepared_claims(nats_url)
     pending = allocated = prepared = running = 0
     for pod in pods:
-        names, bound = _claim_names(pod), bool(pod["spec"].get("nodeName"))
+        names, bound = claim_names(pod, extended=True), bool(pod["spec"].get("nodeName"))
         if _running(pod):
             running += 1
         elif bound and names and all(f"{DEMO_NAMESPACE}/{n}" in prepared_claims for n in names):
@@ -212,18 +213,6 @@ async def progress(kube: KubeClient, nats_url: str) -> tuple[int, int, int, int,
         else:
             pending += 1
     return len(pods), pending, allocated, prepared, running
-
-
-def _claim_names(pod: Mapping[str, Any]) -> list[str]:
-    generated = {s["name"]: s.get("resourceClaimName") for s in
-                 (pod.get("status") or {}).get("resourceClaimStatuses") or ()}
-    out = []
-    for c in (pod.get("spec") or {}).get("resourceClaims") or ():
-        name = c.get("resourceClaimName") or generated.get(c["name"])
-        if name:
-            out.append(name)
-    extended = ((pod.get("status") or {}).get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
-    return [*out, extended] if extended else out
 
 
 async def run_demo(
@@ -281,10 +270,10 @@ async def summary(env: Environment, kube: KubeClient, allocator_url: str) -> str
     rows = []
     for pod in sorted(pods, key=lambda p: p["metadata"]["name"]):
         devices: list[str] = []
-        for name in _claim_names(pod):
+        for name in claim_names(pod, extended=True):
             devices.extend(f"{d.pool}/{d.device}" for d in devices_of(claims.get(name) or {}))
         rows.append([pod["metadata"]["name"], (pod.get("status") or {}).get("phase", ""),
-                     pod["spec"].get("nodeName") or "-", ", ".join(_claim_names(pod)) or "-",
+                     pod["spec"].get("nodeName") or "-", ", ".join(claim_names(pod, extended=True)) or "-",
                      ", ".join(devices) or "-"])
     out += [f"== pods in {DEMO_NAMESPACE}", render(["POD", "PHASE", "NODE", "CLAIMS", "DEVICES"], rows), ""]
     traced = next(

@@ -7,10 +7,11 @@ concurrent writers:
 - removing some entries while others stay: a strategic-merge ``$patch: delete`` per UID (reservedFor is
   a list map keyed by UID), so a consumer added meanwhile is untouched — the same patch upstream's
   scheduler uses;
-- emptying ``reservedFor`` and deallocating: one status merge patch carrying ``metadata.resourceVersion``
-  (compare-and-swap: a reservation added meanwhile makes it fail with Conflict and the retry decides
-  again from fresh state);
-- releasing the finalizer: a merge patch with ``resourceVersion`` after the allocation is gone;
+- emptying ``reservedFor`` and deallocating: :func:`draflow_runtime.claimwrites.clear_allocation`, one
+  status merge patch carrying ``metadata.resourceVersion`` (compare-and-swap: a reservation added
+  meanwhile makes it fail with Conflict and the retry decides again from fresh state);
+- releasing the finalizer: :func:`draflow_runtime.claimwrites.release_finalizer`, a merge patch with
+  ``resourceVersion`` after the allocation is gone (the allocator deallocates with the same two writes);
 - deleting a generated claim: DELETE with a UID precondition.
 
 Idempotent: a cleaned-up claim plans no writes. A claim that has left the cache is announced as
@@ -19,8 +20,10 @@ Idempotent: a cleaned-up claim plans no writes. A claim that has left the cache 
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
+from draflow_runtime.claimwrites import clear_allocation, release_finalizer
 from draflow_runtime.errors import ApiError, Conflict, NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
@@ -29,7 +32,6 @@ from draflow_runtime.tracing import context_from_annotations
 
 from . import metrics
 from .context import Context
-from .naming import DELETE_PROTECTION_FINALIZER
 from .ownership import owning_pod
 from .reservations import UNKNOWN, ClaimPlan, PodState, is_pod_reference, plan_claim
 
@@ -38,6 +40,7 @@ __all__ = ["sync_claim"]
 log = get_logger(__name__)
 
 Obj = dict[str, Any]
+_W = TypeVar("_W", Obj, Obj | None)
 
 
 async def sync_claim(ctx: Context, namespace: str, name: str) -> Done:
@@ -111,14 +114,8 @@ async def _remove_reservations(ctx: Context, claim: Obj, plan: ClaimPlan) -> Obj
 
 
 async def _empty_and_deallocate(ctx: Context, claim: Obj, plan: ClaimPlan) -> Obj:
-    meta = claim["metadata"]
-    status: dict[str, Any] = {}
-    if plan.drop:
-        status["reservedFor"] = None
-    if plan.deallocate:
-        status.update(allocation=None, devices=None)
-    patch = {"metadata": {"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]}, "status": status}
-    updated = await _patch_status(ctx, claim, patch, "merge", "deallocate")
+    updated = await _write(ctx, "deallocate",
+                           clear_allocation(ctx.kube, claim, field_manager=ctx.settings.field_manager))
     if plan.drop:
         metrics.RESERVATIONS_REMOVED.inc(len(plan.drop))
     if plan.deallocate:
@@ -129,27 +126,10 @@ async def _empty_and_deallocate(ctx: Context, claim: Obj, plan: ClaimPlan) -> Ob
 
 
 async def _release_finalizer(ctx: Context, claim: Obj) -> Obj:
-    meta = claim["metadata"]
-    status = claim.get("status") or {}
-    finalizers = list(meta.get("finalizers") or ())
-    if DELETE_PROTECTION_FINALIZER not in finalizers:
+    updated = await _write(ctx, "finalizer",
+                           release_finalizer(ctx.kube, claim, field_manager=ctx.settings.field_manager))
+    if updated is None:
         return claim
-    if status.get("allocation") is not None or status.get("reservedFor"):
-        raise Conflict(409, "Conflict", "claim was allocated or reserved again; deciding again")
-    patch = {
-        "metadata": {
-            "uid": meta["uid"],
-            "resourceVersion": meta["resourceVersion"],
-            "finalizers": [f for f in finalizers if f != DELETE_PROTECTION_FINALIZER],
-        }
-    }
-    try:
-        updated = await ctx.kube.patch(RESOURCE_CLAIMS, meta["name"], patch, meta["namespace"],
-                                       field_manager=ctx.settings.field_manager)
-    except ApiError:
-        metrics.ERRORS.labels(operation="finalizer").inc()
-        raise
-    ctx.mutations.mutated(updated)
     log.info("delete-protection finalizer removed")
     return updated
 
@@ -170,14 +150,21 @@ async def _delete(ctx: Context, claim: Obj) -> None:
 
 async def _patch_status(ctx: Context, claim: Obj, patch: Obj, patch_type: str, operation: str) -> Obj:
     meta = claim["metadata"]
+    return await _write(ctx, operation, ctx.kube.patch(
+        RESOURCE_CLAIMS, meta["name"], patch, meta["namespace"], patch_type=patch_type,  # type: ignore[arg-type]
+        subresource="status", field_manager=ctx.settings.field_manager))
+
+
+async def _write(ctx: Context, operation: str, write: Awaitable[_W]) -> _W:
+    """Await one claim write: count failures by ``operation`` and feed the answer to the mutation
+    cache. A Conflict is not a failure: the view was stale and the retry decides again."""
     try:
-        updated = await ctx.kube.patch(RESOURCE_CLAIMS, meta["name"], patch, meta["namespace"],
-                                       patch_type=patch_type,  # type: ignore[arg-type]
-                                       subresource="status", field_manager=ctx.settings.field_manager)
+        updated = await write
     except Conflict:
-        raise  # stale view: the retry decides again from fresh state
+        raise
     except ApiError:
         metrics.ERRORS.labels(operation=operation).inc()
         raise
-    ctx.mutations.mutated(updated)
+    if updated is not None:
+        ctx.mutations.mutated(updated)
     return updated

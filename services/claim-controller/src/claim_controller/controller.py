@@ -30,6 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 
 from draflow_runtime.bus import EventBus
+from draflow_runtime.dra import extended_claim_name
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
@@ -45,7 +46,6 @@ from .events_bus import ClaimEvents
 from .eviction import BY_POOL, TaintEviction, allocated_pools
 from .ownership import (
     claim_uses,
-    extended_claim_name,
     owner_pod_uid,
     owning_pod,
     pod_is_done,

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from draflow_runtime.devicetaints import NO_EXECUTE, rule_selects
+from draflow_runtime.dra import claim_results
 from draflow_runtime.errors import NotFound
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
@@ -61,9 +62,7 @@ Obj = dict[str, Any]
 
 def allocated_pools(claim: Obj) -> list[str]:
     """Claim index function: ``<driver>/<pool>`` of every allocated device."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return sorted({f"{r.get('driver', '')}/{r.get('pool', '')}"
-                   for r in (allocation.get("devices") or {}).get("results") or ()})
+    return sorted({f"{r.get('driver', '')}/{r.get('pool', '')}" for r in claim_results(claim)})
 
 
 def _slice_pool(s: Obj) -> list[str]:
@@ -263,7 +262,7 @@ class TaintEviction:
             return counts
         return Counts(pending_pods=pending, pending_namespaces=len(namespaces), evicted=evicted,
                       slice_devices=self._published_selected(rule),
-                      allocated_devices=sum(1 for c in self.claims.list() for r in _results(c)
+                      allocated_devices=sum(1 for c in self.claims.list() for r in claim_results(c)
                                             if rule_selects(rule, r.get("driver", ""), r.get("pool", ""),
                                                             r.get("device", ""))))
 
@@ -326,10 +325,5 @@ class TaintEviction:
         rules = [r for r in (old, new) if r is not None]
         for claim in self.claims.list():
             if any(rule_selects(r, d.get("driver", ""), d.get("pool", ""), d.get("device", ""))
-                   for r in rules for d in _results(claim)):
+                   for r in rules for d in claim_results(claim)):
                 self._enqueue_reserved(claim)
-
-
-def _results(claim: Obj) -> list[Obj]:
-    allocation = (claim.get("status") or {}).get("allocation") or {}
-    return list((allocation.get("devices") or {}).get("results") or ())

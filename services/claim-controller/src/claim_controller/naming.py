@@ -10,7 +10,6 @@ has no trailing hyphen (upstream does the same).
 from __future__ import annotations
 
 __all__ = [
-    "DELETE_PROTECTION_FINALIZER",
     "MAX_GENERATE_NAME_BASE",
     "POD_CLAIM_NAME_ANNOTATION",
     "generate_name",
@@ -18,9 +17,6 @@ __all__ = [
 
 #: Annotation on a generated claim naming the pod claim (``pod.spec.resourceClaims[].name``) it is for.
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
-
-#: Finalizer the allocator adds with an allocation; removed here once the claim is deallocated.
-DELETE_PROTECTION_FINALIZER = "resource.kubernetes.io/delete-protection"
 
 #: Longest ``generateName`` that still leaves room for five random characters in a 63-character name.
 MAX_GENERATE_NAME_BASE = 57

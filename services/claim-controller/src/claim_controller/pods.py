@@ -19,6 +19,14 @@ from typing import Any
 
 from opentelemetry.context import Context as OtelContext
 
+from draflow_runtime.dra import (
+    RESERVED_FOR_MAX,
+    PodClaim,
+    is_controlled_by,
+    is_reserved_for,
+    pod_claims,
+    pod_consumer_ref,
+)
 from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
@@ -30,14 +38,13 @@ from .allocator import AllocationRefused, AllocatorUnavailable
 from .context import Context
 from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
 from .nodeselector import node_selector_admits, selector_needs_labels
-from .ownership import PodClaim, is_generated_for, is_owned_by_pod, pod_claims, pod_is_done
+from .ownership import is_generated_for, pod_is_done
 
 __all__ = ["PodClaimError", "sync_pod"]
 
 log = get_logger(__name__)
 
 Obj = dict[str, Any]
-RESERVED_FOR_MAX = 256
 
 
 class PodClaimError(TerminalError):
@@ -105,7 +112,7 @@ async def _existing_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
     namespace, pod_uid = _ns(pod), pod["metadata"].get("uid", "")
     if pc.claim_name:
         claim = ctx.claim(namespace, pc.claim_name) or await ctx.live_claim(namespace, pc.claim_name)
-        if claim is not None and is_owned_by_pod(claim, pod):
+        if claim is not None and is_controlled_by(claim, pod):
             return claim
         log.info("recorded claim is gone or not owned by the pod, generating a new one",
                  claim=f"{namespace}/{pc.claim_name}", pod_claim=pc.name)
@@ -230,22 +237,17 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
         claim = ctx.claim(namespace, pc.claim_name)
         if claim is None:
             return Done()  # the claim's arrival enqueues the pod again
-        if pc.generated and not is_owned_by_pod(claim, pod):
+        if pc.generated and not is_controlled_by(claim, pod):
             raise PodClaimError(f"ResourceClaim {pc.claim_name} was not created for this pod", pod=pod,
                                 reason="ResourceClaimNotUsable", claim=pc.claim_name or "")
         status = claim.get("status") or {}
         if status.get("allocation") is None:
             unallocated.append(pc.claim_name)
-        elif not _reserved_for(claim, pod):
+        elif not is_reserved_for(claim, pod):
             await _reserve(ctx, pod, claim, node)
     if unallocated:
         return await _request_allocation(ctx, pod, unallocated)
     return Done()
-
-
-def _reserved_for(claim: Obj, pod: Obj) -> bool:
-    uid = pod["metadata"].get("uid")
-    return any(r.get("uid") == uid for r in (claim.get("status") or {}).get("reservedFor") or ())
 
 
 async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
@@ -268,11 +270,7 @@ async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
     if len(claim["status"].get("reservedFor") or ()) >= RESERVED_FOR_MAX:
         raise PodClaimError(f"ResourceClaim {cmeta['name']} is reserved for {RESERVED_FOR_MAX} consumers "
                             "already", pod=pod, reason="ResourceClaimNotUsable", claim=cmeta["name"])
-    pmeta = pod["metadata"]
-    patch = {
-        "metadata": {"uid": cmeta["uid"]},
-        "status": {"reservedFor": [{"resource": "pods", "name": pmeta["name"], "uid": pmeta["uid"]}]},
-    }
+    patch = {"metadata": {"uid": cmeta["uid"]}, "status": {"reservedFor": [pod_consumer_ref(pod)]}}
     try:
         updated = await ctx.kube.patch(RESOURCE_CLAIMS, cmeta["name"], patch, cmeta["namespace"],
                                        patch_type="strategic", subresource="status",

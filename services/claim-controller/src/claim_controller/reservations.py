@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from .naming import DELETE_PROTECTION_FINALIZER
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
+
 from .ownership import owning_pod, pod_is_done
 
 __all__ = [

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from draflow_runtime.devicetaints import NO_EXECUTE, parse_time, rule_selects, tolerates
+from draflow_runtime.dra import claim_results, is_controlled_by, is_reserved_for, pod_claims
 
-from .ownership import is_owned_by_pod, pod_claims
-
-__all__ = ["Eviction", "TaintSource", "TaintView", "claim_eviction", "pod_eviction", "reserved_for_pod"]
+__all__ = ["Eviction", "TaintSource", "TaintView", "claim_eviction", "pod_eviction"]
 
 Obj = Mapping[str, Any]
 
@@ -149,10 +148,9 @@ def _taint_time(taint: Obj, tolerations: Sequence[Obj]) -> float | None:
 
 def claim_eviction(claim: Obj, view: TaintView) -> Eviction | None:
     """When an allocated claim's untolerated NoExecute taints evict it (None: never, or unallocated)."""
-    allocation = (claim.get("status") or {}).get("allocation") or {}
     when: float | None = None
     reasons: set[TaintSource] = set()
-    for result in (allocation.get("devices") or {}).get("results") or ():
+    for result in claim_results(claim):
         tolerations = result.get("tolerations") or ()
         for source, taint in view.device_taints(result.get("driver", ""), result.get("pool", ""),
                                                 result.get("device", "")):
@@ -166,13 +164,6 @@ def claim_eviction(claim: Obj, view: TaintView) -> Eviction | None:
     return Eviction(when, tuple(sorted(reasons, key=TaintSource.sort_key)))
 
 
-def reserved_for_pod(claim: Obj, pod: Obj) -> bool:
-    """Is ``pod`` (this incarnation) in the claim's ``status.reservedFor``?"""
-    uid = (pod.get("metadata") or {}).get("uid")
-    return any(c.get("resource") == "pods" and not c.get("apiGroup") and c.get("uid") == uid
-               for c in (claim.get("status") or {}).get("reservedFor") or ())
-
-
 def pod_eviction(pod: Obj, claim: Callable[[str], Obj | None], view: TaintView) -> Eviction | None:
     """When ``pod`` must be evicted (None: not at all); ``claim(name)`` looks up its namespace's claims."""
     if not (pod.get("spec") or {}).get("nodeName"):
@@ -184,9 +175,9 @@ def pod_eviction(pod: Obj, claim: Callable[[str], Obj | None], view: TaintView) 
         obj = claim(pc.claim_name)
         if obj is None or not (obj.get("status") or {}).get("allocation"):
             continue
-        if pc.generated and not is_owned_by_pod(obj, pod):
+        if pc.generated and not is_controlled_by(obj, pod):
             continue
-        if not reserved_for_pod(obj, pod):
+        if not is_reserved_for(obj, pod):
             continue
         eviction = _merge(eviction, claim_eviction(obj, view))
     return eviction

@@ -9,8 +9,8 @@ from typing import Any
 
 from claim_controller.context import Hooks
 from claim_controller.controller import Controller
-from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from claim_controller.settings import Settings
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import EVENTS, PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv.identity import ServiceIdentity

@@ -10,9 +10,9 @@ import pytest
 import pytest_asyncio
 from cc_kit import Kit, allocation, consumer, eventually, pod, template
 
-from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 
 pytestmark = pytest.mark.integration

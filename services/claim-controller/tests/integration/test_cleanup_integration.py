@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from cc_kit import Kit, consumer, eventually, plain_claim, pod, template
 
-from claim_controller.naming import DELETE_PROTECTION_FINALIZER
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from draflow_testenv.wait import consistently
 

@@ -15,7 +15,7 @@ import pytest
 from cc_kit import DRIVER, Kit, consumer, eventually, node_selector, plain_claim, pod
 from prometheus_client import REGISTRY
 
-from claim_controller.naming import DELETE_PROTECTION_FINALIZER
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES
 

@@ -6,14 +6,10 @@ import pytest
 
 from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from claim_controller.ownership import (
-    PodClaim,
     claim_uses,
     is_generated_for,
     owning_pod,
-    pod_claims,
     pod_is_done,
-    referenced_claim_names,
-    referenced_template_names,
 )
 
 
@@ -62,26 +58,6 @@ def test_is_generated_for(the_claim: dict, expected: bool) -> None:
 def test_owning_pod_names_the_controller_pod() -> None:
     assert owning_pod(claim("uid-9", "gpu")) == ("p", "uid-9")
     assert owning_pod(claim("uid-9", "gpu", kind="Job")) is None
-
-
-def test_pod_claims_resolve_through_the_status() -> None:
-    p = pod(
-        claims=[
-            {"name": "shared", "resourceClaimName": "my-claim"},
-            {"name": "gpu", "resourceClaimTemplateName": "t1"},
-            {"name": "nic", "resourceClaimTemplateName": "t2"},
-            {"name": "skipped", "resourceClaimTemplateName": "t3"},
-        ],
-        statuses=[{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}, {"name": "skipped"}],
-    )
-    assert pod_claims(p) == [
-        PodClaim("shared", "my-claim", None, generated=False),
-        PodClaim("gpu", "p-gpu-abcde", "t1", generated=True),
-        PodClaim("nic", None, "t2", generated=True),
-        PodClaim("skipped", None, "t3", generated=True, needed=False),
-    ]
-    assert referenced_claim_names(p) == ["my-claim", "p-gpu-abcde"]
-    assert referenced_template_names(p) == ["t1", "t2", "t3"]
 
 
 @pytest.mark.parametrize(

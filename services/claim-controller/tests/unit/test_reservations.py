@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from claim_controller.naming import DELETE_PROTECTION_FINALIZER
 from claim_controller.reservations import GONE, UNKNOWN, ClaimPlan, Verdict, plan_claim, reservation_verdict
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
 
 ALLOCATION = {"devices": {"results": []}}
 

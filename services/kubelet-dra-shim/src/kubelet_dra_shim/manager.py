@@ -200,7 +200,7 @@ class NodeManager:
             info = mine.get((namespace, ref.claim_name or ""))
             if info is None or not info.prepared:
                 return None
-            outcome.claims[ref.pod_claim_name] = info
+            outcome.claims[ref.name] = info
         return outcome
 
     async def _candidates(self, pod: Mapping[str, Any], outcome: PrepareOutcome) -> list[_Candidate]:
@@ -209,18 +209,18 @@ class NodeManager:
         candidates: list[_Candidate] = []
         for ref in pod_claims(pod):
             if ref.claim_name is None:
-                outcome.waiting[ref.pod_claim_name] = ref.waiting
+                outcome.waiting[ref.name] = ref.waiting
                 continue
             try:
                 claim = await self.kube.get(RESOURCE_CLAIMS, ref.claim_name, namespace=namespace)
             except NotFound:
-                outcome.waiting[ref.pod_claim_name] = f"ResourceClaim {ref.claim_name} not found"
+                outcome.waiting[ref.name] = f"ResourceClaim {ref.claim_name} not found"
                 continue
-            reason = check_claim_for_pod(pod, claim, ref.from_template)
+            reason = check_claim_for_pod(pod, claim, ref.generated)
             if reason:
-                outcome.waiting[ref.pod_claim_name] = f"ResourceClaim {ref.claim_name}: {reason}"
+                outcome.waiting[ref.name] = f"ResourceClaim {ref.claim_name}: {reason}"
                 continue
-            candidates.append(_Candidate(ref.pod_claim_name, claim, claim_drivers(claim)))
+            candidates.append(_Candidate(ref.name, claim, claim_drivers(claim)))
         return candidates
 
     async def _prepare_locked(

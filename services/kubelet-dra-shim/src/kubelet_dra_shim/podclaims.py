@@ -5,62 +5,33 @@ which CDI devices each container sees. No I/O; table-tested in ``tests/test_podc
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from draflow_runtime.dra import PodClaim, claim_results, is_controlled_by, is_reserved_for
+from draflow_runtime.dra import pod_claims as dra_pod_claims
 
 from .checkpoint import ClaimInfo
 
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
-
-
-@dataclass(frozen=True)
-class PodClaim:
-    """One entry of ``pod.spec.resourceClaims`` resolved to a ResourceClaim name.
-
-    ``claim_name`` is None while a template claim has no entry in ``pod.status.resourceClaimStatuses``
-    yet (``waiting`` says why). ``from_template`` claims must be owned by the pod.
-    """
-
-    pod_claim_name: str
-    claim_name: str | None
-    from_template: bool
-    waiting: str = ""
+__all__ = [
+    "PodClaim",
+    "allocated_resources_status",
+    "check_claim_for_pod",
+    "claim_drivers",
+    "container_cdi_devices",
+    "pod_claims",
+]
 
 
 def pod_claims(pod: Mapping[str, Any]) -> list[PodClaim]:
-    """The pod's claims like upstream ``resourceclaim.Name``, plus the extended-resource claim.
-
-    A template claim whose status entry has no ``resourceClaimName`` is not needed and is left out.
-    """
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
-    statuses = {s.get("name"): s for s in status.get("resourceClaimStatuses") or []}
-    out: list[PodClaim] = []
-    for ref in spec.get("resourceClaims") or []:
-        name = ref.get("name", "")
-        if ref.get("resourceClaimName"):
-            out.append(PodClaim(name, ref["resourceClaimName"], from_template=False))
-        elif ref.get("resourceClaimTemplateName"):
-            entry = statuses.get(name)
-            if entry is None:
-                out.append(PodClaim(name, None, True, waiting="ResourceClaim not generated yet"))
-            elif entry.get("resourceClaimName"):
-                out.append(PodClaim(name, entry["resourceClaimName"], from_template=True))
-        else:
-            out.append(PodClaim(name, None, False, waiting="neither resourceClaimName nor template set"))
-    extended = status.get("extendedResourceClaimStatus") or {}
-    if extended.get("resourceClaimName"):
-        out.append(PodClaim("", extended["resourceClaimName"], from_template=True))
-    return out
+    """The claims the shim prepares for ``pod``: every needed claim of :func:`draflow_runtime.dra.pod_claims`
+    and the extended-resource claim (a template claim whose status entry names no claim is left out)."""
+    return [pc for pc in dra_pod_claims(pod, extended=True) if pc.needed]
 
 
 def claim_drivers(claim: Mapping[str, Any]) -> list[str]:
     """Drivers named in the claim's allocation, in first-seen order."""
-    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
-        "results"
-    ) or []
     drivers: list[str] = []
-    for r in results:
+    for r in claim_results(claim):
         if r.get("driver") and r["driver"] not in drivers:
             drivers.append(r["driver"])
     return drivers
@@ -72,23 +43,15 @@ def check_claim_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any], from_t
     Template claims must be owned (controller reference) by the pod; the claim must be allocated and
     the pod must be in ``status.reservedFor`` (the allocator reserves before binding).
     """
-    pod_uid = pod["metadata"]["uid"]
-    if from_template:
-        owners = claim.get("metadata", {}).get("ownerReferences") or []
-        if not any(o.get("uid") == pod_uid and o.get("controller") for o in owners):
-            return "ResourceClaim was not created for this pod"
-    status = claim.get("status") or {}
-    if not status.get("allocation"):
+    if from_template and not is_controlled_by(claim, pod):
+        return "ResourceClaim was not created for this pod"
+    if not (claim.get("status") or {}).get("allocation"):
         return "ResourceClaim is not allocated"
-    if not any(r.get("uid") == pod_uid for r in status.get("reservedFor") or []):
+    if not is_reserved_for(claim, pod):
         return "pod is not in the ResourceClaim's reservedFor"
     if not claim_drivers(claim):
         return "allocation names no driver"
     return ""
-
-
-def pod_is_terminal(pod: Mapping[str, Any]) -> bool:
-    return (pod.get("status") or {}).get("phase") in TERMINAL_PHASES
 
 
 def _containers(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:

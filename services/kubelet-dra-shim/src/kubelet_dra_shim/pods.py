@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from draflow_runtime.dra import pod_is_finished
 from draflow_runtime.errors import DraflowError, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import PODS
@@ -40,7 +41,7 @@ from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter, Reque
 from draflow_runtime.workqueue import WorkQueue
 
 from .manager import ClaimFailure, NodeManager, PrepareOutcome
-from .podclaims import allocated_resources_status, container_cdi_devices, pod_is_terminal
+from .podclaims import allocated_resources_status, container_cdi_devices
 from .simkubelet import SimKubelet, run_deadline
 
 log = get_logger(__name__)
@@ -184,7 +185,7 @@ class PodController:
             return await self._reconcile_pod(key, pod)
 
     def _active(self, pod: Mapping[str, Any]) -> bool:
-        if pod_is_terminal(pod):
+        if pod_is_finished(pod):
             return False
         return not (self.sim is not None and pod["metadata"].get("deletionTimestamp"))
 

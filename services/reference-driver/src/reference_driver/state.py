@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from draflow_protos.inventory.v1 import inventory_pb2 as inv
+from draflow_runtime.dra import allocation_results
 from draflow_runtime.log import get_logger
 from reference_driver import cdi, checkpoint
 from reference_driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
@@ -117,7 +118,7 @@ def check_claim(
     allocation = (claim.get("status") or {}).get("allocation")
     if not allocation:
         raise ClaimError(f"claim {ref} is not allocated", claim_uid=uid)
-    results = [r for r in allocation.get("devices", {}).get("results") or [] if r.get("driver") == driver]
+    results = [r for r in allocation_results(allocation) if r.get("driver") == driver]
     if not results:
         raise ClaimError(f"claim {ref} has no devices allocated by driver {driver}", claim_uid=uid)
     return allocation, results

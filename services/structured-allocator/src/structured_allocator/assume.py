@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from draflow_runtime.dra import allocation_results as _results
+
 from .core import AllocatedState, DeviceID, parse_quantity
 
 __all__ = ["AssumeCache", "Assumed"]
@@ -212,10 +214,6 @@ def _not_older(seen: str, written: str) -> bool:
         return int(seen) >= int(written)
     except ValueError:
         return seen == written
-
-
-def _results(allocation: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return list((allocation.get("devices") or {}).get("results") or [])
 
 
 def _did(result: Mapping[str, Any]) -> DeviceID:

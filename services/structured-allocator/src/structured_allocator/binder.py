@@ -31,6 +31,13 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from draflow_runtime.claimwrites import deallocate
+from draflow_runtime.dra import (
+    DELETE_PROTECTION_FINALIZER,
+    RESERVED_FOR_MAX,
+    allocation_results,
+    pod_consumer_ref,
+)
 from draflow_runtime.errors import ApiError, Conflict, DraflowError, NotFound, TransportError
 from draflow_runtime.keyedlocks import KeyedLocks
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
@@ -40,21 +47,17 @@ from draflow_runtime.retry import conflict_attempts
 from .extres import ExtendedClaim
 
 __all__ = [
-    "FINALIZER",
     "AllocatedElsewhere",
     "Binder",
     "ClaimPlan",
     "Hooks",
     "PodPlan",
     "WriteFailed",
-    "pod_reference",
     "same_devices",
 ]
 
 log = get_logger(__name__)
 
-FINALIZER = "resource.kubernetes.io/delete-protection"
-MAX_RESERVED_FOR = 256
 _CAS_ATTEMPTS = 8
 
 
@@ -117,14 +120,9 @@ class Hooks:
     after_status_write: Callable[[PodPlan], Awaitable[None]] | None = None
 
 
-def pod_reference(pod: Mapping[str, Any]) -> dict[str, str]:
-    meta = pod["metadata"]
-    return {"resource": "pods", "name": meta["name"], "uid": meta["uid"]}
-
-
 def _device_keys(allocation: Mapping[str, Any] | None) -> list[tuple[str, str, str, str]]:
-    results = ((allocation or {}).get("devices") or {}).get("results") or []
-    return sorted((r.get("request", ""), r["driver"], r["pool"], r["device"]) for r in results)
+    return sorted((r.get("request", ""), r["driver"], r["pool"], r["device"])
+                  for r in allocation_results(allocation))
 
 
 def same_devices(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
@@ -159,7 +157,7 @@ class Binder:
         """Write every claim of ``plan`` (then the ``after_status_write`` hook). Raises
         :class:`WriteFailed`, ``ApiError`` or ``TransportError``; ``plan.done`` lists what was written
         (for :meth:`undo`)."""
-        pod_ref = pod_reference(plan.pod)
+        pod_ref = pod_consumer_ref(plan.pod)
         for cp in plan.claims:
             with self.tracer.start_as_current_span("write claim", context=cp.context) as span:
                 span.set_attribute("draflow.claim", cp.key)
@@ -186,7 +184,7 @@ class Binder:
             try:
                 if attempt:  # after a Conflict and the backoff: decide again from fresh state
                     claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
-                if FINALIZER not in (claim["metadata"].get("finalizers") or []):
+                if DELETE_PROTECTION_FINALIZER not in (claim["metadata"].get("finalizers") or []):
                     claim = await self._add_finalizer(claim)
                 return await self._write_allocation(cp, claim, pod_ref)
             except Conflict:
@@ -198,7 +196,7 @@ class Binder:
         if meta.get("deletionTimestamp"):
             raise WriteFailed("claim is being deleted", claim=f"{meta['namespace']}/{meta['name']}")
         body = {"metadata": {"resourceVersion": meta["resourceVersion"],
-                             "finalizers": [*(meta.get("finalizers") or []), FINALIZER]}}
+                             "finalizers": [*(meta.get("finalizers") or []), DELETE_PROTECTION_FINALIZER]}}
         return await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
                                      field_manager=self.field_manager)
 
@@ -216,8 +214,8 @@ class Binder:
             raise AllocatedElsewhere("claim was allocated elsewhere meanwhile", claim=cp.key)
         if existing and any(r.get("uid") == pod_ref["uid"] for r in reserved):
             return dict(claim)  # our own earlier write (a retry)
-        if len(reserved) >= MAX_RESERVED_FOR:
-            raise WriteFailed(f"claim is already reserved for {MAX_RESERVED_FOR} consumers", claim=cp.key)
+        if len(reserved) >= RESERVED_FOR_MAX:
+            raise WriteFailed(f"claim is already reserved for {RESERVED_FOR_MAX} consumers", claim=cp.key)
         status["allocation"] = existing or cp.allocation
         status["reservedFor"] = [*reserved, pod_ref]
         body = {**claim, "status": status}
@@ -334,37 +332,7 @@ class Binder:
         raise WriteFailed("too many conflicts deallocating", claim=key)
 
     async def clear_allocation(self, claim: Mapping[str, Any]) -> None:
-        """Status PUT without allocation, reservedFor and devices (compare-and-swap on the
-        resourceVersion of ``claim``; raises Conflict), then :meth:`_release_finalizer`."""
-        status = dict(claim.get("status") or {})
-        if status.get("allocation"):
-            for k in ("allocation", "reservedFor", "devices"):
-                status.pop(k, None)
-            claim = await self.kube.replace(RESOURCE_CLAIMS, {**claim, "status": status},
-                                            subresource="status", field_manager=self.field_manager)
-        await self._release_finalizer(claim)
-
-    async def _release_finalizer(self, claim: Mapping[str, Any]) -> None:
-        """Remove the delete-protection finalizer while the claim stays unallocated: a pipeline may
-        allocate it again right after the status write (then the finalizer must stay). Conflicts are
-        retried from a fresh GET."""
-        meta = claim["metadata"]
-        async for attempt in conflict_attempts(_CAS_ATTEMPTS):
-            if attempt:  # after a Conflict and the backoff: decide again from fresh state
-                try:
-                    claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
-                except NotFound:
-                    return
-            finalizers = claim["metadata"].get("finalizers") or []
-            if FINALIZER not in finalizers or (claim.get("status") or {}).get("allocation"):
-                return
-            body = {"metadata": {"resourceVersion": claim["metadata"]["resourceVersion"],
-                                 "finalizers": [f for f in finalizers if f != FINALIZER]}}
-            try:
-                await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
-                                      field_manager=self.field_manager)
-                return
-            except Conflict:
-                continue
-        raise WriteFailed("too many conflicts removing the finalizer",
-                          claim=f"{meta['namespace']}/{meta['name']}")
+        """Deallocate ``claim`` the one shared way (:func:`draflow_runtime.claimwrites.deallocate`): a
+        status merge patch clearing allocation, reservedFor and devices (compare-and-swap on the
+        resourceVersion of ``claim``; raises Conflict), then the finalizer while it stays unallocated."""
+        await deallocate(self.kube, claim, field_manager=self.field_manager)

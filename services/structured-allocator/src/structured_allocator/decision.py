@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from draflow_runtime.dra import RESERVED_FOR_MAX, is_controlled_by, is_reserved_for, pod_claims
+
 from .bindingconds import binding_status, utcnow
 from .core import (
     AllocationError,
@@ -58,13 +60,12 @@ from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .postfilter import claim_to_deallocate
 from .scoring import Candidate, Scorer
-from .state import ClusterState, pod_claim_names
+from .state import ClusterState
 
 __all__ = [
     "Decider", "ExtendedClaim", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error",
 ]
 
-MAX_RESERVED_FOR = 256
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
 
 
@@ -152,12 +153,13 @@ class Decider:
     def _resolve(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | Decision:
         meta = pod["metadata"]
         ns, pod_key = meta["namespace"], f"{meta['namespace']}/{meta['name']}"
-        templates = {e.get("name") for e in (pod.get("spec") or {}).get("resourceClaims") or []
-                     if not e.get("resourceClaimName")}
         claims: list[Mapping[str, Any]] = []
-        for pod_claim, claim_name in pod_claim_names(pod):
+        for pc in pod_claims(pod):
+            if not pc.needed:
+                continue  # its status entry names no claim: none is needed (kube-scheduler skips it)
+            claim_name = pc.claim_name
             if claim_name is None:
-                return Waiting(f'waiting for the ResourceClaim of pod claim "{pod_claim}" to be created')
+                return Waiting(f'waiting for the ResourceClaim of pod claim "{pc.name}" to be created')
             claim = self.state.claims.get(f"{ns}/{claim_name}")
             if claim is None:
                 return Waiting(f'waiting for ResourceClaim "{ns}/{claim_name}" to exist')
@@ -165,9 +167,7 @@ class Decider:
             problem = ""
             if cmeta.get("deletionTimestamp"):
                 problem = f'ResourceClaim "{ns}/{claim_name}" is being deleted'
-            elif pod_claim in templates and not any(
-                o.get("uid") == meta.get("uid") for o in cmeta.get("ownerReferences") or []
-            ):
+            elif pc.generated and not is_controlled_by(claim, pod):
                 problem = f'ResourceClaim "{ns}/{claim_name}" was not created for this pod'
             if problem:
                 return Unschedulable(PodExplanation(pod_key, [], waiting=problem))
@@ -215,12 +215,12 @@ class Decider:
             if pending is not None and not pending.written:
                 return Waiting(f'allocation of ResourceClaim "{ckey}" is being written', on_claim=ckey)
             reserved_for = (claim.get("status") or {}).get("reservedFor") or []
-            reserved = any(r.get("uid") == pod_uid for r in reserved_for)
+            reserved = is_reserved_for(claim, pod)
             consumers, _ = assume.reservations(uid, reserved_for)  # including writes in flight
-            if not reserved and consumers >= MAX_RESERVED_FOR:
+            if not reserved and consumers >= RESERVED_FOR_MAX:
                 return Unschedulable(PodExplanation(
                     pod_key, [], waiting=f'ResourceClaim "{ckey}" is already reserved for '
-                    f"{MAX_RESERVED_FOR} consumers, the most allowed"))
+                    f"{RESERVED_FOR_MAX} consumers, the most allowed"))
             binding = binding_status(claim, now=self.clock(), timeout=self.binding_timeout)
             if binding.state.unavailable:
                 unavailable.append((claim, f'ResourceClaim "{ckey}" is not available: {binding.message}'))

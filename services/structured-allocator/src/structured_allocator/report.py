@@ -19,6 +19,7 @@ from opentelemetry.context import Context
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
+from draflow_runtime.dra import allocation_results
 from draflow_runtime.errors import ApiError, NotFound, TransportError
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.kube import PODS, KubeClient
@@ -77,7 +78,7 @@ class Reporter:
     async def allocated(self, claim: Mapping[str, Any], allocation: Mapping[str, Any] | None,
                         pod: Mapping[str, Any], node: str) -> None:
         """``claim`` (the copy the decision saw) was allocated ``allocation`` for ``pod`` on ``node``."""
-        results = ((allocation or {}).get("devices") or {}).get("results") or []
+        results = allocation_results(allocation)
         await self._publish("allocated", claim, pod=dict(pod), node=node, devices=results)
 
     async def reserved(self, claim: Mapping[str, Any], pod: Mapping[str, Any], node: str) -> None:

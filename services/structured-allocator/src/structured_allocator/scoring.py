@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from draflow_runtime.dra import allocation_results
+
 __all__ = ["SCORERS", "Candidate", "PackScorer", "Scorer", "SpreadScorer", "make_scorer"]
 
 
@@ -32,7 +34,7 @@ class Candidate:
 
     @property
     def devices_taken(self) -> int:
-        return sum(len((a.get("devices") or {}).get("results") or []) for a in self.allocations)
+        return sum(len(allocation_results(a)) for a in self.allocations)
 
     @property
     def free_after(self) -> int:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from draflow_runtime.dra import claim_names
 from draflow_runtime.informer import Informer, key_of
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
@@ -37,7 +38,7 @@ from .core.taint_rules import apply_taint_rules, rule_touches_pool
 from .extres import EXTENDED_BY_POD, extended_claim_owner
 from .nodefit import NodeUsage, PodUsage, pod_demand
 
-__all__ = ["BOUND_PODS_SELECTOR", "ClusterState", "Listener", "pod_claim_names", "slim_bound_pod"]
+__all__ = ["BOUND_PODS_SELECTOR", "ClusterState", "Listener", "slim_bound_pod"]
 
 # kube-scheduler's own pod informer leaves terminal pods out the same way.
 BOUND_PODS_SELECTOR = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
@@ -49,25 +50,9 @@ class Listener(Protocol):
     def cluster_changed(self, what: str) -> None: ...
 
 
-def pod_claim_names(pod: Mapping[str, Any]) -> list[tuple[str, str | None]]:
-    """``(pod claim name, ResourceClaim name or None while the template claim is not created yet)``."""
-    statuses = {
-        s.get("name"): s.get("resourceClaimName")
-        for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
-    }
-    out: list[tuple[str, str | None]] = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or []:
-        name = entry.get("name", "")
-        if entry.get("resourceClaimName"):
-            out.append((name, entry["resourceClaimName"]))
-        else:
-            out.append((name, statuses.get(name)))
-    return out
-
-
 def _claims_of_pod(pod: dict[str, Any]) -> list[str]:
     ns = pod["metadata"].get("namespace", "")
-    return [f"{ns}/{claim}" for _, claim in pod_claim_names(pod) if claim]
+    return [f"{ns}/{claim}" for claim in claim_names(pod)]
 
 
 def _scheduling_view(pod: Mapping[str, Any] | None) -> Any:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sa_kit import Kit, devices_of, eventually
 
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER as FINALIZER
 from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS
 from draflow_testenv.wait import consistently
-from structured_allocator.binder import FINALIZER
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from sa_kit import Kit, devices_of
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
-from structured_allocator.binder import FINALIZER
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER as FINALIZER
 from structured_allocator.responder import AllocateResponder
 
 pytestmark = pytest.mark.integration

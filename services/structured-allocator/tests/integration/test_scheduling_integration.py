@@ -10,8 +10,9 @@ import aiohttp
 import pytest
 from sa_kit import Kit, devices_of, eventually
 
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER as FINALIZER
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
-from structured_allocator.binder import FINALIZER, Hooks, PodPlan
+from structured_allocator.binder import Hooks, PodPlan
 from structured_allocator.explain_http import ExplanationStore
 
 pytestmark = pytest.mark.integration

@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from draflow_protos.events.v1.events_pb2 import ClaimEvent, Device, PodRef, PoolChanged
 from draflow_runtime.bus import EventBus
+from draflow_runtime.dra import allocation_node, claim_results
 from draflow_runtime.lifecycle.subjects import (
     CLAIM_EVENT_TYPE,
     CLAIM_KINDS,
@@ -63,18 +64,12 @@ def _owner_pod(claim: Mapping[str, Any]) -> PodRef | None:
 
 
 def node_of(claim: Mapping[str, Any]) -> str:
-    """The node a node-local allocation selects (``matchFields metadata.name In [node]``), else ""."""
-    selector = ((claim.get("status") or {}).get("allocation") or {}).get("nodeSelector") or {}
-    for term in selector.get("nodeSelectorTerms") or ():
-        for req in term.get("matchFields") or ():
-            if req.get("key") == "metadata.name" and req.get("operator") == "In" and req.get("values"):
-                return str(req["values"][0])
-    return ""
+    """The node a node-local allocation selects, else "" (:func:`draflow_runtime.dra.allocation_node`)."""
+    return allocation_node(claim)
 
 
 def devices_of(claim: Mapping[str, Any]) -> list[Device]:
     """The devices of ``status.allocation.devices.results`` (empty when not allocated)."""
-    results = (((claim.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
     return [
         Device(
             request=str(r.get("request", "")),
@@ -83,7 +78,7 @@ def devices_of(claim: Mapping[str, Any]) -> list[Device]:
             device=str(r.get("device", "")),
             share_id=str(r.get("shareID", "") or ""),
         )
-        for r in results or ()
+        for r in claim_results(claim)
     ]
 
 
