@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from draflow_runtime.dra import allocation_results as _results
+
 __all__ = ["BindingState", "BindingStatus", "binding_status", "needs_binding_conditions", "utcnow"]
 
 
@@ -35,10 +37,6 @@ class BindingState(enum.Enum):
 class BindingStatus:
     state: BindingState
     message: str = ""
-
-
-def _results(allocation: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
-    return list(((allocation or {}).get("devices") or {}).get("results") or [])
 
 
 def needs_binding_conditions(allocation: Mapping[str, Any] | None) -> bool:

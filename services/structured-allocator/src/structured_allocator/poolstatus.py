@@ -31,6 +31,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from draflow_runtime.dra import allocation_results
+
 from .core.quantity import Quantity, parse_quantity
 from .poolstatus_views import (
     PREFIX_POOL_INCOMPLETE,
@@ -156,7 +158,7 @@ def _usage(driver: str, allocations: Iterable[Mapping[str, Any]]
     in_use: dict[str, set[str]] = {}
     consumed: dict[str, dict[str, Quantity]] = {}
     for allocation in allocations:
-        for r in (allocation.get("devices") or {}).get("results") or ():
+        for r in allocation_results(allocation):
             if r.get("adminAccess") or r.get("driver") != driver:
                 continue
             pool = r.get("pool", "")
