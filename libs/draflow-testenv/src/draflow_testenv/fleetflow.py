@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from draflow_runtime.dra import claim_names
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
@@ -167,9 +168,8 @@ class ServiceFlow:
         return pod
 
     async def claim_of(self, pod: dict[str, Any]) -> dict[str, Any]:
-        (status,) = pod["status"]["resourceClaimStatuses"]
-        claim: dict[str, Any] = await self.kube.get(RESOURCE_CLAIMS, status["resourceClaimName"],
-                                                    namespace=self.ns)
+        (name,) = claim_names(pod)
+        claim: dict[str, Any] = await self.kube.get(RESOURCE_CLAIMS, name, namespace=self.ns)
         return claim
 
     async def stop(self) -> None:
