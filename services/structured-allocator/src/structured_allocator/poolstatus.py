@@ -67,36 +67,26 @@ class PoolStatusAnswer:
     incomplete: bool  # a returned pool is still being published: retry, do not write
 
 
-@dataclass
-class _Pool:
-    driver: str
-    name: str
-    generation: int
-    expected_slices: int
-    node: str
-    mixed_nodes: bool = False
-    slices: int = 0
-    total: int = 0
-    unavailable: int = 0
-    shared_counters: list[Mapping[str, Any]] | None = None
-    devices: list[DeviceRecord] | None = None
-
-
-def _rule_selects(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
+def _rule_may_select(rule: Mapping[str, Any], driver: str, pool: str) -> bool:
+    """A ``NoSchedule``/``NoExecute`` rule whose selector (none: selects nothing) fits the pool."""
     spec = rule.get("spec") or {}
     if (spec.get("taint") or {}).get("effect") not in UNAVAILABLE_EFFECTS:
         return False
     selector = spec.get("deviceSelector")
-    if selector is None:
-        return False
-    return all(selector.get(k) in (None, v) for k, v in (("driver", driver), ("pool", pool),
-                                                          ("device", device)))
+    return selector is not None and selector.get("driver") in (None, driver) and \
+        selector.get("pool") in (None, pool)
+
+
+def _rule_selects(rule: Mapping[str, Any], driver: str, pool: str, device: str) -> bool:
+    return _rule_may_select(rule, driver, pool) and \
+        rule["spec"]["deviceSelector"].get("device") in (None, device)
 
 
 def device_unavailable(driver: str, pool: str, device: Mapping[str, Any],
                        rules: Iterable[Mapping[str, Any]]) -> bool:
     """A ``NoSchedule``/``NoExecute`` taint on the device or from a DeviceTaintRule selecting it."""
-    if any(t.get("effect") in UNAVAILABLE_EFFECTS for t in device.get("taints") or ()):
+    taints = device.get("taints")
+    if taints and any(t.get("effect") in UNAVAILABLE_EFFECTS for t in taints):
         return True
     return any(_rule_selects(r, driver, pool, device.get("name", "")) for r in rules)
 
@@ -114,77 +104,77 @@ def failed_status(message: str, now: str) -> dict[str, Any]:
     return {"poolCount": 0, "conditions": [_condition(FAILED, "CalculationFailed", message, now)]}
 
 
-def _spec_of(slice_: Mapping[str, Any]) -> tuple[str, str, int, Mapping[str, Any]]:
-    spec = slice_.get("spec") or {}
-    pool = spec.get("pool") or {}
-    return spec.get("driver", ""), pool.get("name", ""), int(pool.get("generation") or 0), spec
-
-
-def _gather(driver: str, pool_filter: str | None, slices: Iterable[Mapping[str, Any]],
-            rules: list[Mapping[str, Any]]) -> dict[str, _Pool]:
-    chosen = [s for s in slices if _spec_of(s)[0] == driver
-              and (not pool_filter or _spec_of(s)[1] == pool_filter)]
-    newest: dict[str, int] = {}
-    for s in chosen:
-        _, name, generation, _ = _spec_of(s)
-        newest[name] = max(newest.get(name, generation), generation)
-    pools: dict[str, _Pool] = {}
-    # Slice name order: the partition view's greedy fit runs in device order, keep it stable.
-    for s in sorted(chosen, key=lambda s: str((s.get("metadata") or {}).get("name", ""))):
-        _, name, generation, spec = _spec_of(s)
-        if generation < newest[name]:
+def _newest_slices(driver: str, pool_filter: str | None, slices: Iterable[Mapping[str, Any]]
+                   ) -> dict[str, tuple[int, list[Mapping[str, Any]]]]:
+    """Pool name -> (newest generation, that generation's slices) for ``driver`` (and the pool filter)."""
+    pools: dict[str, tuple[int, list[Mapping[str, Any]]]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != driver:
             continue
-        node = spec.get("nodeName") or ""
-        pool = pools.get(name)
-        if pool is None:
-            pool = pools[name] = _Pool(driver, name, generation,
-                                       int((spec.get("pool") or {}).get("resourceSliceCount") or 0), node,
-                                       shared_counters=[], devices=[])
-        elif node != pool.node:
-            pool.mixed_nodes = True
-        devices = spec.get("devices") or ()
-        pool.slices += 1
-        pool.total += len(devices)
-        pool.unavailable += sum(1 for d in devices if device_unavailable(driver, name, d, rules))
-        assert pool.devices is not None and pool.shared_counters is not None
-        pool.devices.extend(device_records(s))
-        pool.shared_counters.extend(spec.get("sharedCounters") or ())
+        pool = spec.get("pool") or {}
+        name = pool.get("name", "")
+        if pool_filter and name != pool_filter:
+            continue
+        generation = int(pool.get("generation") or 0)
+        known = pools.get(name)
+        if known is None or generation > known[0]:
+            pools[name] = (generation, [s])
+        elif generation == known[0]:
+            known[1].append(s)
     return pools
 
 
-def _usage(driver: str, allocations: Iterable[Mapping[str, Any]]
+def _usage(driver: str, pools: set[str], allocations: Iterable[Mapping[str, Any]]
            ) -> tuple[dict[str, set[str]], dict[str, dict[str, Quantity]]]:
-    """Per pool of ``driver``: device names in use and capacity consumed (admin access skipped)."""
+    """Per pool of ``driver`` in ``pools``: device names in use and capacity consumed (admin access
+    skipped)."""
     in_use: dict[str, set[str]] = {}
     consumed: dict[str, dict[str, Quantity]] = {}
     for allocation in allocations:
         for r in allocation_results(allocation):
-            if r.get("adminAccess") or r.get("driver") != driver:
-                continue
             pool = r.get("pool", "")
+            if r.get("driver") != driver or pool not in pools or r.get("adminAccess"):
+                continue
             in_use.setdefault(pool, set()).add(r.get("device", ""))
-            sums = consumed.setdefault(pool, {})
-            for name, value in (r.get("consumedCapacity") or {}).items():
-                sums[name] = qadd(sums.get(name), parse_quantity(value))
+            capacity = r.get("consumedCapacity")
+            if capacity:
+                sums = consumed.setdefault(pool, {})
+                for name, value in capacity.items():
+                    sums[name] = qadd(sums.get(name), parse_quantity(value))
     return in_use, consumed
 
 
-def _pool_status(pool: _Pool, in_use: set[str], consumed: dict[str, Quantity],
+def _pool_status(driver: str, name: str, generation: int, slices: list[Mapping[str, Any]],
+                 rules: list[Mapping[str, Any]], in_use: set[str], consumed: dict[str, Quantity],
                  request_attr: str | None) -> dict[str, Any]:
-    out: dict[str, Any] = {"driver": pool.driver, "poolName": pool.name, "generation": pool.generation}
-    if pool.node and not pool.mixed_nodes:
-        out["nodeName"] = pool.node
-    if pool.slices < pool.expected_slices:
+    out: dict[str, Any] = {"driver": driver, "poolName": name, "generation": generation}
+    nodes = {(s.get("spec") or {}).get("nodeName") or "" for s in slices}
+    if len(nodes) == 1 and "" not in nodes:
+        out["nodeName"] = nodes.pop()
+    expected = max(int(((s.get("spec") or {}).get("pool") or {}).get("resourceSliceCount") or 0)
+                   for s in slices)
+    if len(slices) < expected:
         out["validationError"] = _truncate(
-            f"{PREFIX_POOL_INCOMPLETE} pool {pool.driver}/{pool.name} is incomplete: observed "
-            f"{pool.slices}/{pool.expected_slices} slices at generation {pool.generation}")
+            f"{PREFIX_POOL_INCOMPLETE} pool {driver}/{name} is incomplete: observed "
+            f"{len(slices)}/{expected} slices at generation {generation}")
         return out
+    rules = [r for r in rules if _rule_may_select(r, driver, name)]
+    total = unavailable = 0
+    devices: list[DeviceRecord] = []
+    counters: list[Mapping[str, Any]] = []
+    # Slice name order: the partition view's greedy fit runs in device order, keep it stable.
+    for s in sorted(slices, key=lambda s: str((s.get("metadata") or {}).get("name", ""))):
+        spec = s.get("spec") or {}
+        listed = spec.get("devices") or ()
+        total += len(listed)
+        unavailable += sum(1 for d in listed if device_unavailable(driver, name, d, rules))
+        devices.extend(device_records(s))
+        counters.extend(spec.get("sharedCounters") or ())
     allocated = len(in_use)
-    out.update(resourceSliceCount=pool.slices, totalDevices=pool.total, allocatedDevices=allocated,
-               availableDevices=max(0, pool.total - allocated - pool.unavailable),
-               unavailableDevices=pool.unavailable)
-    view = PoolViewInput(pool.driver, pool.name, list(pool.devices or ()), list(pool.shared_counters or ()),
-                         frozenset(in_use), consumed)
+    out.update(resourceSliceCount=len(slices), totalDevices=total, allocatedDevices=allocated,
+               availableDevices=max(0, total - allocated - unavailable), unavailableDevices=unavailable)
+    view = PoolViewInput(driver, name, devices, counters, frozenset(in_use), consumed)
     resolve_partitions(request_attr, view)
     partitions, shareable, error = pool_views(view)
     if partitions is not None:
@@ -205,20 +195,23 @@ def compute_status(request: Mapping[str, Any], slices: Iterable[Mapping[str, Any
     parse): the caller answers with :func:`failed_status`."""
     spec = request.get("spec") or {}
     driver = spec.get("driver", "")
-    pools = _gather(driver, spec.get("poolName"), slices, list(taint_rules))
-    in_use, consumed = _usage(driver, allocations)
-    request_attr = spec.get("defaultPartitionTypeAttribute")
-    answered = [
-        _pool_status(pools[name], in_use.get(name, set()), consumed.get(name, {}), request_attr)
-        for name in sorted(pools)
-    ]
+    pools = _newest_slices(driver, spec.get("poolName"), slices)
     limit = spec.get("limit")
-    returned = answered[: DEFAULT_LIMIT if limit is None else int(limit)]
+    # Sorted, then cut to the limit: only the pools returned need their devices looked at.
+    names = sorted(pools)[: DEFAULT_LIMIT if limit is None else int(limit)]
+    in_use, consumed = _usage(driver, set(names), allocations)
+    rules = list(taint_rules)
+    request_attr = spec.get("defaultPartitionTypeAttribute")
+    returned = [
+        _pool_status(driver, name, *pools[name], rules, in_use.get(name, set()), consumed.get(name, {}),
+                     request_attr)
+        for name in names
+    ]
     flagged = sum(1 for p in returned if "validationError" in p)
     message = f"Calculated status for {len(returned)} pools"
     if flagged:
         message += f" ({flagged} incomplete)"
-    status: dict[str, Any] = {"poolCount": len(answered)}
+    status: dict[str, Any] = {"poolCount": len(pools)}
     if returned:
         status["pools"] = returned
     status["conditions"] = [_condition(COMPLETE, "CalculationComplete", message, now)]
