@@ -106,12 +106,10 @@ def test_pool_counts(
     assert [c["type"] for c in status["conditions"]] == ["Complete"]
 
 
-def test_a_pool_of_a_newer_generation_reports_that_generation() -> None:
-    pool = only_pool(
-        answer(
-            request(), [slice_("old", "pool-1", 8, generation=1), slice_("new", "pool-1", 2, generation=3)]
-        )
-    )
+@pytest.mark.parametrize("old_first", [True, False])
+def test_a_pool_of_a_newer_generation_reports_that_generation(old_first: bool) -> None:
+    old, new = slice_("old", "pool-1", 8, generation=1), slice_("new", "pool-1", 2, generation=3)
+    pool = only_pool(answer(request(), [old, new] if old_first else [new, old]))
     assert (pool["generation"], pool["totalDevices"], pool["resourceSliceCount"]) == (3, 2, 1)
 
 
