@@ -45,6 +45,9 @@ def test_explicit_values_win_and_map_like_kube_scheduler() -> None:
     ("DRAListTypeAttributes", "expected Name=true or Name=false"),
     ("DRAListTypeAttributes=yes", "expected Name=true or Name=false"),
     ("DRAPrioritizedList=false", "cannot set feature gate DRAPrioritizedList to false, feature is locked"),
+    ("DRAResourcePoolStatus=false", "DRAPartitionableDevicesType is enabled, but depends on features that "
+     "are disabled: ['DRAResourcePoolStatus']"),
+    ("DRAConsumableCapacity=false", "DRAFractionalCapacityRange is enabled, but depends on"),
 ])
 def test_bad_gates_are_refused_at_start_up_naming_the_entry(value: str, message: str) -> None:
     with pytest.raises(ValidationError) as info:
@@ -62,3 +65,16 @@ def test_filter_timeout_and_taint_rules_follow_their_gates() -> None:
 
 def test_every_gate_the_testenv_knows_is_a_gate_the_allocator_knows() -> None:
     assert set(WANTED_GATES) | set(NOT_WANTED_GATES) == set(featuregates.GATES)
+
+
+def test_a_gate_and_its_dependency_switched_off_together_are_fine() -> None:
+    gates = featuregates.parse("DRAResourcePoolStatus=false,DRAPartitionableDevicesType=false")
+    assert not gates["DRAResourcePoolStatus"] and not gates["DRAPartitionableDevicesType"]
+
+
+def test_every_dependency_names_known_gates_and_the_defaults_satisfy_them() -> None:
+    for name, needs in featuregates.DEPENDENCIES.items():
+        assert {name, *needs} <= set(featuregates.GATES)
+    featuregates.parse("")  # draflow's defaults: no error
+    for name, needs in featuregates.DEPENDENCIES.items():  # upstream's defaults satisfy them too
+        assert not featuregates.GATES[name] or all(featuregates.GATES[d] for d in needs), name

@@ -4,9 +4,9 @@
 ones, the others at :data:`DRAFLOW_DEFAULTS` — upstream's v1.37 defaults, with the alpha gates that
 draflow's test environment (and ``make up``) turns on in its kube-apiserver also on, so that the
 allocator follows the API server it is tested against. As upstream, an unknown gate or a locked GA gate
-set to false is an error. :func:`allocator_features` maps the gates to the core's
-:class:`~.core.Features` exactly as kube-scheduler's DynamicResources plugin builds
-``structured.Features``.
+set to false, or an enabled gate whose dependency is disabled, is an error. :func:`allocator_features`
+maps the gates to the core's :class:`~.core.Features` exactly as kube-scheduler's DynamicResources plugin
+builds ``structured.Features``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .core import Features
 
-__all__ = ["DRAFLOW_DEFAULTS", "GATES", "LOCKED", "allocator_features", "parse"]
+__all__ = ["DEPENDENCIES", "DRAFLOW_DEFAULTS", "GATES", "LOCKED", "allocator_features", "parse"]
 
 # name -> default in kube-apiserver/kube-scheduler v1.37.1 (pkg/features/kube_features.go).
 GATES: Mapping[str, bool] = {
@@ -44,6 +44,18 @@ LOCKED = frozenset(
     {"DRAAdminAccess", "DRAExtendedResource", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus"}
 )
 
+# Dependencies among the DRA gates (kube_features.go's defaultKubernetesFeatureGateDependencies; the
+# ones on gates outside this list, e.g. DynamicResourceAllocation, are on in every cluster draflow serves).
+# As upstream's feature gate, an enabled gate whose dependency is disabled is an error.
+DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
+    "DRADeviceBindingConditions": ("DRAResourceClaimDeviceStatus",),
+    "DRADeviceCompatibilityGroups": ("DRAPartitionableDevices",),
+    "DRADeviceTaintRules": ("DRADeviceTaints",),
+    "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
+    "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
+    "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+}
+
 # Off upstream, on in draflow's test environment and `make up` (draflow_testenv.featuregates.WANTED_GATES);
 # a unit test keeps the two lists in step.
 DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes",
@@ -68,6 +80,10 @@ def parse(value: str) -> dict[str, bool]:
         if name in LOCKED and not enabled:
             raise ValueError(f"cannot set feature gate {name} to false, feature is locked to true")
         gates[name] = enabled
+    for name, needs in DEPENDENCIES.items():
+        off = [dep for dep in needs if not gates[dep]]
+        if gates[name] and off:
+            raise ValueError(f"{name} is enabled, but depends on features that are disabled: {off}")
     return gates
 
 
