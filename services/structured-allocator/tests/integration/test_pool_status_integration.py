@@ -139,6 +139,12 @@ async def test_partition_summary_from_the_slices_partition_type_attribute(kit: K
         await kit.wait_bound("half-user")
         status = await answer_of(kit, await ask(kit, "parts", poolName="mig"))
         cli = await cli_status.run(kit.kube, pool_status_wait=30)  # `draflow status` asks the same way
+        # The request's default names another attribute: the slices' own declaration wins. (The API server
+        # keeps the field: DRAPartitionableDevicesType is on.)
+        other = await ask(kit, "default", poolName="mig", defaultPartitionTypeAttribute=f"{kit.driver}/x")
+        stored = await kit.kube.get(RESOURCE_POOL_STATUS_REQUESTS, other)
+        assert stored["spec"]["defaultPartitionTypeAttribute"] == f"{kit.driver}/x"
+        assert (await answer_of(kit, other))["pools"] == status["pools"]
     [pool] = status["pools"]
     rows = [line.split() for line in cli.splitlines() if line.startswith(f"{kit.driver} ")]
     assert rows == [[kit.driver, "mig", "-", "2", "3", "1", "0", "2"]], cli
