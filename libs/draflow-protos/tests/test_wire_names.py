@@ -54,7 +54,7 @@ INVENTORY_MESSAGES = {
     "ListAndWatchResourcesResponse": {"driver": 1, "node_name": 2, "pools": 3, "revision": 4},
     "Pool": {
         "name": 1, "generation": 2, "node_name": 3, "node_selector": 4, "all_nodes": 5, "devices": 6,
-        "per_device_node_selection": 7, "shared_counters": 8,
+        "per_device_node_selection": 7, "shared_counters": 8, "partition_type_attribute": 9,
     },
     "Device": {
         "name": 1, "attributes": 2, "capacity": 3, "consumes_counters": 4, "node_name": 5,
