@@ -18,6 +18,7 @@ from draflow_runtime.dra import (
     extended_claim_name,
     is_controlled_by,
     is_reserved_for,
+    owning_pod,
     pod_claims,
     pod_consumer_ref,
     pod_is_finished,
@@ -137,6 +138,15 @@ def owned(uid: str, *, controller: bool = True, kind: str = "Pod") -> dict[str, 
 )
 def test_is_controlled_by(claim: dict[str, Any], controlled: bool) -> None:
     assert is_controlled_by(claim, pod(uid="uid-1")) is controlled
+
+
+def test_owning_pod_is_the_controller_when_it_is_a_pod() -> None:
+    refs = [{"apiVersion": "v1", "kind": "Pod", "name": "other", "uid": "u0"},
+            {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "controller": True}]
+    assert owning_pod({"metadata": {"ownerReferences": refs}}) == ("p", "u1")
+    assert owning_pod(owned("u1", kind="Job")) is None
+    assert owning_pod(owned("u1", controller=False)) is None
+    assert owning_pod({"metadata": {}}) is None
 
 
 def test_is_reserved_for_matches_this_pod_incarnation_by_uid() -> None:

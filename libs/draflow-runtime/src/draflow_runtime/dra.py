@@ -37,6 +37,7 @@ __all__ = [
     "extended_claim_name",
     "is_controlled_by",
     "is_reserved_for",
+    "owning_pod",
     "pod_claims",
     "pod_consumer_ref",
     "pod_is_finished",
@@ -136,6 +137,17 @@ def is_controlled_by(claim: Obj, pod: Obj) -> bool:
         ref.get("controller") and ref.get("kind") == "Pod" and ref.get("uid") == uid
         for ref in (claim.get("metadata") or {}).get("ownerReferences") or ()
     )
+
+
+def owning_pod(claim: Obj) -> tuple[str, str] | None:
+    """``(name, uid)`` of the core/v1 Pod that controls ``claim`` (a generated or extended-resource claim),
+    or None when its controller (an object has at most one) is something else or it has none."""
+    for ref in (claim.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            if ref.get("apiVersion") == "v1" and ref.get("kind") == "Pod":
+                return str(ref.get("name", "")), str(ref.get("uid", ""))
+            return None
+    return None
 
 
 def is_reserved_for(claim: Obj, pod: Obj) -> bool:

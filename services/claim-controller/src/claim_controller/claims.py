@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from typing import Any, TypeVar
 
 from draflow_runtime.claimwrites import clear_allocation, release_finalizer
+from draflow_runtime.dra import owning_pod
 from draflow_runtime.errors import ApiError, Conflict, NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
@@ -32,7 +33,6 @@ from draflow_runtime.tracing import context_from_annotations
 
 from . import metrics
 from .context import Context
-from .ownership import owning_pod
 from .reservations import UNKNOWN, ClaimPlan, PodState, is_pod_reference, plan_claim
 
 __all__ = ["sync_claim"]

@@ -30,7 +30,7 @@ from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 
 from draflow_runtime.bus import EventBus
-from draflow_runtime.dra import extended_claim_name
+from draflow_runtime.dra import extended_claim_name, owning_pod
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
@@ -47,7 +47,6 @@ from .eviction import BY_POOL, TaintEviction, allocated_pools
 from .ownership import (
     claim_uses,
     owner_pod_uid,
-    owning_pod,
     pod_is_done,
     referenced_template_names,
 )

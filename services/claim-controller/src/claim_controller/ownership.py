@@ -12,16 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from draflow_runtime.dra import claim_names, is_controlled_by, pod_claims, pod_is_finished
+from draflow_runtime.dra import claim_names, is_controlled_by, owning_pod, pod_claims, pod_is_finished
 
 from .naming import POD_CLAIM_NAME_ANNOTATION
 
 __all__ = [
     "claim_uses",
-    "controller_owner",
     "is_generated_for",
     "owner_pod_uid",
-    "owning_pod",
     "pod_is_done",
     "referenced_template_names",
 ]
@@ -32,22 +30,6 @@ Obj = Mapping[str, Any]
 def referenced_template_names(pod: Obj) -> list[str]:
     """Names of the ResourceClaimTemplates the pod's claims are generated from."""
     return sorted({pc.template_name for pc in pod_claims(pod) if pc.template_name})
-
-
-def controller_owner(obj: Obj) -> dict[str, Any] | None:
-    """The owner reference with ``controller: true``, or None."""
-    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if ref.get("controller"):
-            return dict(ref)
-    return None
-
-
-def owning_pod(claim: Obj) -> tuple[str, str] | None:
-    """``(name, uid)`` of the pod that controls ``claim`` (a generated claim), or None."""
-    ref = controller_owner(claim)
-    if ref and ref.get("apiVersion") == "v1" and ref.get("kind") == "Pod":
-        return ref.get("name", ""), ref.get("uid", "")
-    return None
 
 
 def owner_pod_uid(claim: Obj) -> list[str]:

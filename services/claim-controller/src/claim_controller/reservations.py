@@ -21,9 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER, owning_pod
 
-from .ownership import owning_pod, pod_is_done
+from .ownership import pod_is_done
 
 __all__ = [
     "GONE",

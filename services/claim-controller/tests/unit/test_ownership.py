@@ -8,9 +8,10 @@ from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from claim_controller.ownership import (
     claim_uses,
     is_generated_for,
-    owning_pod,
     pod_is_done,
+    referenced_template_names,
 )
+from draflow_runtime.dra import owning_pod
 
 
 def pod(uid: str = "uid-1", *, phase: str | None = None, node: str = "", deleting: bool = False,
@@ -58,6 +59,19 @@ def test_is_generated_for(the_claim: dict, expected: bool) -> None:
 def test_owning_pod_names_the_controller_pod() -> None:
     assert owning_pod(claim("uid-9", "gpu")) == ("p", "uid-9")
     assert owning_pod(claim("uid-9", "gpu", kind="Job")) is None
+
+
+def test_referenced_template_names_include_claims_that_are_not_needed() -> None:
+    p = pod(
+        claims=[
+            {"name": "shared", "resourceClaimName": "my-claim"},
+            {"name": "gpu", "resourceClaimTemplateName": "t1"},
+            {"name": "nic", "resourceClaimTemplateName": "t2"},
+            {"name": "skipped", "resourceClaimTemplateName": "t3"},
+        ],
+        statuses=[{"name": "gpu", "resourceClaimName": "p-gpu-abcde"}, {"name": "skipped"}],
+    )
+    assert referenced_template_names(p) == ["t1", "t2", "t3"]
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from opentelemetry import trace
 
 from draflow_protos.events.v1.events_pb2 import ClaimEvent, Device, PodRef, PoolChanged
 from draflow_runtime.bus import EventBus
-from draflow_runtime.dra import allocation_node, claim_results
+from draflow_runtime.dra import allocation_node, claim_results, owning_pod
 from draflow_runtime.lifecycle.subjects import (
     CLAIM_EVENT_TYPE,
     CLAIM_KINDS,
@@ -54,13 +54,10 @@ def _pod_ref(pod: Any, namespace: str) -> PodRef | None:
 
 
 def _owner_pod(claim: Mapping[str, Any]) -> PodRef | None:
-    meta = claim.get("metadata") or {}
-    for ref in meta.get("ownerReferences") or ():
-        if ref.get("kind") == "Pod" and ref.get("apiVersion") == "v1" and ref.get("controller"):
-            return PodRef(
-                namespace=meta.get("namespace", ""), name=ref.get("name", ""), uid=ref.get("uid", "")
-            )
-    return None
+    owner = owning_pod(claim)
+    if owner is None:
+        return None
+    return PodRef(namespace=(claim.get("metadata") or {}).get("namespace", ""), name=owner[0], uid=owner[1])
 
 
 def node_of(claim: Mapping[str, Any]) -> str:
