@@ -7,6 +7,7 @@ from typing import Any
 
 from opentelemetry import trace
 
+from draflow_runtime.dra import allocation_results
 from draflow_runtime.tracing import context_from_annotations
 
 __all__ = ["claim_context"]
@@ -27,7 +28,7 @@ def claim_context(tracer: trace.Tracer, claim: Mapping[str, Any], attempt: trace
     if allocation is not None:
         span.set_attribute("draflow.devices", [
             f"{r['driver']}/{r['pool']}/{r['device']}"
-            for r in (allocation.get("devices") or {}).get("results") or []])
+            for r in allocation_results(allocation)])
     if error:
         span.set_status(trace.Status(trace.StatusCode.ERROR, error[:200]))
     span.end()

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from typing import Any, ClassVar, NamedTuple
 
+from draflow_runtime.dra import allocation_results
+
 from .quantity import parse_quantity
 
 __all__ = [
@@ -122,7 +124,7 @@ class AllocatedState:
 
     def add_allocation(self, allocation: Mapping[str, Any]) -> None:
         """Record one ``status.allocation`` (idempotent for exclusive devices and share IDs)."""
-        for result in (allocation.get("devices") or {}).get("results") or []:
+        for result in allocation_results(allocation):
             did = DeviceID(result["driver"], result["pool"], result["device"])
             share_id = result.get("shareID")
             if share_id:
