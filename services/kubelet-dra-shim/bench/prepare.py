@@ -41,7 +41,8 @@ from draflow_runtime.kube import (
 from draflow_runtime.log import configure_logging
 from kubelet_dra_shim.claimevents import ClaimEvents
 from kubelet_dra_shim.manager import NodeManager
-from kubelet_dra_shim.plugins import PluginStore, PluginWatcher
+from kubelet_dra_shim.plugins import PluginStore
+from kubelet_dra_shim.registration import registration_watcher
 
 DRIVER = "gpu.draflow.example"
 VENV_BIN = Path(sys.executable).parent
@@ -76,7 +77,7 @@ async def start_driver(root: Path, nodes: list[str], env: dict[str, str]) -> asy
 
 async def register(root: Path, node: str) -> PluginStore:
     store = PluginStore()
-    watcher = PluginWatcher(node, root / node / "plugins_registry", store)
+    watcher = registration_watcher({node: (root / node / "plugins_registry", store)})
     for _ in range(600):
         await watcher.sync()
         if store.get(DRIVER) is not None:

@@ -11,7 +11,8 @@ from fakedriver import HEALTH_BOTH, HEALTH_V1, HEALTH_V1ALPHA1, FakeDriver
 from draflow_protos.drahealth.v1 import api_pb2 as health_v1
 from draflow_testenv.wait import eventually
 from kubelet_dra_shim.health import NodeHealth
-from kubelet_dra_shim.plugins import PluginStore, PluginWatcher, choose_health_service
+from kubelet_dra_shim.plugins import PluginStore, choose_health_service
+from kubelet_dra_shim.registration import registration_watcher
 
 
 @pytest.mark.parametrize(
@@ -44,7 +45,7 @@ async def test_health_is_watched_on_the_negotiated_version(
     store = PluginStore()
     changes: list[tuple[str, str]] = []
     health = NodeHealth("n", store, lambda node, driver: changes.append((node, driver)))
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     driver = FakeDriver(
         "gpu.test", short_dir / "reg", short_dir / "plugins", short_dir / "cdi", None, health=served
     )  # type: ignore[arg-type]

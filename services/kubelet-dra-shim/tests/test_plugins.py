@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 
 import pytest
 from fakedriver import HEALTH_V1ALPHA1, FakeDriver
 
 from draflow_testenv.wait import eventually
-from kubelet_dra_shim.plugins import PluginStore, PluginWatcher, choose_version
+from kubelet_dra_shim.plugins import PluginStore, choose_version
+from kubelet_dra_shim.registration import registration_watcher
 
 
 @pytest.mark.parametrize(
@@ -32,7 +34,7 @@ def _driver(root: Path, name: str = "gpu.test", **kw: object) -> FakeDriver:
 
 async def test_registers_a_driver_and_tells_it(short_dir: Path) -> None:
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     driver = _driver(short_dir, versions=("v1beta1.DRAPlugin",), health=(HEALTH_V1ALPHA1,))
     await driver.start()
     try:
@@ -50,7 +52,7 @@ async def test_registers_a_driver_and_tells_it(short_dir: Path) -> None:
 
 async def test_unsupported_versions_are_refused_with_a_reason(short_dir: Path) -> None:
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     driver = _driver(short_dir, versions=("v1alpha3.DRAPlugin",))
     await driver.start()
     try:
@@ -65,7 +67,7 @@ async def test_unsupported_versions_are_refused_with_a_reason(short_dir: Path) -
 
 async def test_socket_gone_deregisters_and_restart_registers_again(short_dir: Path) -> None:
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     driver = _driver(short_dir)
     await driver.start()
     await watcher.sync()
@@ -83,7 +85,7 @@ async def test_socket_gone_deregisters_and_restart_registers_again(short_dir: Pa
 
 async def test_restart_between_two_scans_is_seen_as_a_new_registration(short_dir: Path) -> None:
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     driver = _driver(short_dir)
     await driver.start()
     await watcher.sync()
@@ -99,7 +101,7 @@ async def test_restart_between_two_scans_is_seen_as_a_new_registration(short_dir
 
 async def test_rolling_update_newest_endpoint_wins(short_dir: Path) -> None:
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
     old = _driver(short_dir, socket_suffix="-old")
     new = _driver(short_dir, socket_suffix="-new")
     await old.start()
@@ -117,11 +119,9 @@ async def test_rolling_update_newest_endpoint_wins(short_dir: Path) -> None:
 
 
 async def test_poll_loop_finds_a_driver_that_starts_later(short_dir: Path) -> None:
-    from kubelet_dra_shim.plugins import poll
-
     store = PluginStore()
-    watcher = PluginWatcher("n", short_dir / "reg", store)
-    task = asyncio.create_task(poll(lambda: [watcher], 0.1))
+    watcher = registration_watcher({"n": (short_dir / "reg", store)}, interval=0.1)
+    task = asyncio.create_task(watcher.run())
     driver = _driver(short_dir)
     try:
         await driver.start()
@@ -129,5 +129,65 @@ async def test_poll_loop_finds_a_driver_that_starts_later(short_dir: Path) -> No
         assert store.get("gpu.test") is not None
     finally:
         task.cancel()
+        await driver.stop()
+        await watcher.close()
+
+
+# --- kubelet v1.37.1's file rules (draflow_runtime.pluginwatcher), each a difference the shim had -------
+
+
+async def test_a_dot_file_socket_is_not_a_plugin(short_dir: Path) -> None:
+    """The kubelet ignores names starting with '.'; the shim took every ``*.sock``."""
+    store = PluginStore()
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
+    driver = _driver(short_dir)
+    await driver.start()
+    try:
+        os.rename(driver.reg_socket, short_dir / "reg" / ".gpu.test-reg.sock")
+        await watcher.sync()
+        assert store.get("gpu.test") is None
+        assert driver.registrations == []
+    finally:
+        await driver.stop()
+        await watcher.close()
+
+
+async def test_any_socket_name_and_subdirectories_are_plugins(short_dir: Path) -> None:
+    """The kubelet registers every socket under the directory, subdirectories included, whatever its
+    name; the shim looked for ``*.sock`` at the top only."""
+    store = PluginStore()
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
+    nested = FakeDriver("gpu.test", short_dir / "reg" / "gpu", short_dir / "plugins", short_dir / "cdi",
+                        kube=None)  # type: ignore[arg-type]
+    other = _driver(short_dir, name="nic.test")
+    await nested.start()
+    await other.start()
+    try:
+        os.rename(other.reg_socket, short_dir / "reg" / "nic.test-registration")
+        await watcher.sync()
+        assert store.get("gpu.test") is not None
+        assert store.get("nic.test") is not None
+        assert nested.registrations == [(True, "")] and other.registrations == [(True, "")]
+    finally:
+        await nested.stop()
+        await other.stop()
+        await watcher.close()
+
+
+async def test_chmod_of_a_registered_socket_is_not_a_new_registration(short_dir: Path) -> None:
+    """Identity is the socket path; only a socket created again is a new registration. The shim
+    compared the ctime, which a chmod changes: the plugin was deregistered and registered again."""
+    store = PluginStore()
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
+    driver = _driver(short_dir)
+    await driver.start()
+    try:
+        await watcher.sync()
+        first = store.get("gpu.test")
+        os.chmod(driver.reg_socket, 0o600)
+        await watcher.sync()
+        assert store.get("gpu.test") is first
+        assert driver.registrations == [(True, "")]
+    finally:
         await driver.stop()
         await watcher.close()

@@ -1,9 +1,10 @@
 """The served nodes, one process: per-node state small, everything else shared.
 
-Each :class:`Node` owns only what is really per node: its registry directory watcher, its plugin store
-(the gRPC channels to its drivers), its checkpoint and claim cache, and its health cache. Shared across
-the fleet: one API client, one pods informer (``spec.nodeName=<node>`` for one node, every bound pod
-indexed by node for a fleet), one work queue and runner, one registry poll loop, one NATS connection
+Each :class:`Node` owns only what is really per node: its plugin store (the gRPC channels to its
+drivers), its checkpoint and claim cache, and its health cache. Shared across the fleet: one API client,
+one pods informer (``spec.nodeName=<node>`` for one node, every bound pod indexed by node for a fleet),
+one work queue and runner, one registry watcher (:mod:`kubelet_dra_shim.registration`: one poll loop and
+one queue of ``(node, socket)`` keys for every node's registry directory), one NATS connection
 (claim events out, ``allocated`` nudges in). A single-node shim is simply a fleet of one.
 """
 
@@ -27,8 +28,9 @@ from .checkpoint import read_boot_id
 from .claimevents import Allocated, ClaimEvents, subscribe_allocated
 from .health import NodeHealth
 from .manager import TRACER_NAME, NodeManager
-from .plugins import PluginStore, PluginWatcher, poll
+from .plugins import PluginStore
 from .pods import NodeKey, PodController
+from .registration import registration_watcher
 from .settings import ShimSettings
 from .simkubelet import SimKubelet
 
@@ -39,7 +41,6 @@ log = get_logger(__name__)
 class Node:
     name: str
     store: PluginStore
-    watcher: PluginWatcher
     manager: NodeManager
     health: NodeHealth | None
 
@@ -87,8 +88,11 @@ class Fleet:
                 tracer=tracer,
             )
             health = NodeHealth(name, store, self._health_changed) if settings.health else None
-            watcher = PluginWatcher(name, paths.registry_dir, store)
-            self.nodes[name] = Node(name, store, watcher, manager, health)
+            self.nodes[name] = Node(name, store, manager, health)
+        self.registry = registration_watcher(
+            {n: (settings.node_paths(n).registry_dir, node.store) for n, node in self.nodes.items()},
+            interval=settings.registry_poll_interval,
+        )
         field_selector = f"spec.nodeName={names[0]}" if len(names) == 1 else "spec.nodeName!="
         self.pods = Informer(
             kube, PODS, field_selector=field_selector, indexers={"byNode": _by_node}, name="pods"
@@ -145,17 +149,8 @@ class Fleet:
             self._spawn(self.sim.heartbeat(), "heartbeat")
         # A first registry scan before pods are reconciled, so restarted drivers are known (no spurious
         # "driver not registered" events right after a restart).
-        sem = asyncio.Semaphore(32)
-
-        async def first_sync(w: PluginWatcher) -> None:
-            async with sem:
-                await w.sync()
-
-        await asyncio.gather(*(first_sync(n.watcher) for n in self.nodes.values()))
-        self._spawn(
-            poll(lambda: [n.watcher for n in self.nodes.values()], self.settings.registry_poll_interval),
-            "registry-poll",
-        )
+        await self.registry.sync()
+        self._spawn(self.registry.run(), "registry-watcher")
         await self.pods.start()
         await self.pods.wait_synced()
         if self.claims is not None:
@@ -206,7 +201,7 @@ class Fleet:
         for node in self.nodes.values():
             if node.health is not None:
                 await node.health.close()
-            await node.watcher.close()
+        await self.registry.close()
 
     async def __aenter__(self) -> Fleet:
         try:

@@ -3,11 +3,11 @@
 For every registered plugin that advertised a health service, one task keeps the stream open on the
 version negotiated at registration (``v1.DRAResourceHealth``, else ``v1alpha1.DRAResourceHealth``: kubelet
 v1.37.1's order; the two versions' messages are the same), reconnecting every 5 s while the plugin stays
-registered. Each message is the full list of the
-driver's devices; devices whose status changed are reported through ``on_change(node, driver)`` so the
-pods using them get their ``allocatedResourcesStatus`` rewritten. A device not reported for its
-``health_check_timeout_seconds`` (default 30 s) is Unknown; when a stream ends the driver's entries are
-dropped (Unknown), as in kubelet's ``healthinfo.go``.
+registered (:func:`draflow_runtime.drahealth.watch_health`, the client slice-publisher uses too). Each
+message is the full list of the driver's devices; devices whose status changed are reported through
+``on_change(node, driver)`` so the pods using them get their ``allocatedResourcesStatus`` rewritten. A
+device not reported for its ``health_check_timeout_seconds`` (default 30 s) is Unknown; when a stream ends
+the driver's entries are dropped (Unknown), as in kubelet's ``healthinfo.go``.
 """
 
 from __future__ import annotations
@@ -18,20 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import grpc
-
-from draflow_protos.drahealth.v1 import api_pb2 as health_v1
-from draflow_runtime.drahealth import HEALTH_APIS
-from draflow_runtime.log import get_logger
+from draflow_runtime.drahealth import DeviceReport, watch_health
 
 from .plugins import Plugin, PluginStore
-
-log = get_logger(__name__)
-
-RETRY_INTERVAL = 5.0
-DEFAULT_TIMEOUT = 30
-# Both versions number HealthStatus alike (UNKNOWN 0, HEALTHY 1, UNHEALTHY 2).
-_NAMES = {health_v1.HEALTHY: "Healthy", health_v1.UNHEALTHY: "Unhealthy", health_v1.UNKNOWN: "Unknown"}
 
 
 @dataclass
@@ -97,42 +86,18 @@ class NodeHealth:
         return bool(keys)
 
     async def _watch(self, plugin: Plugin) -> None:
-        messages, grpc_module = HEALTH_APIS[plugin.health_service]
-        service = plugin.health_service
-        log.info("watching device health", node=self.node, driver=plugin.driver, service=service)
-        while True:
-            try:
-                stub = grpc_module.DRAResourceHealthStub(plugin.channel)
-                async for msg in stub.NodeWatchResources(messages.NodeWatchResourcesRequest()):
-                    devices = [
-                        (
-                            d.device.pool_name,
-                            d.device.device_name,
-                            _NAMES.get(d.health, "Unknown"),
-                            d.message,
-                            float(d.health_check_timeout_seconds or DEFAULT_TIMEOUT),
-                        )
-                        for d in msg.devices
-                    ]
-                    if self.apply(plugin.driver, devices):
-                        self._on_change(self.node, plugin.driver)
-            except asyncio.CancelledError:
-                raise
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
-                    log.info(
-                        "driver has no health service",
-                        node=self.node,
-                        driver=plugin.driver,
-                        service=plugin.health_service,
-                    )
-                    return
-                log.debug("health stream ended", node=self.node, driver=plugin.driver, error=exc.code().name)
-            except Exception:
-                log.exception("health stream failed", node=self.node, driver=plugin.driver)
+        def report(devices: list[DeviceReport]) -> None:
+            entries = [(d.pool, d.device, d.state, d.message, d.timeout) for d in devices]
+            if self.apply(plugin.driver, entries):
+                self._on_change(self.node, plugin.driver)
+
+        def lost() -> None:
             if self.clear(plugin.driver):
                 self._on_change(self.node, plugin.driver)
-            await asyncio.sleep(RETRY_INTERVAL)
+
+        await watch_health(
+            plugin.channel, plugin.health_service, report, lost, node=self.node, driver=plugin.driver
+        )
 
     async def close(self) -> None:
         tasks = list(self._tasks.values())

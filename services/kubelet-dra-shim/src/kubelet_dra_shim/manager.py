@@ -14,56 +14,37 @@ Contract (same as kubelet's ``pkg/kubelet/cm/dra``):
   driver must be idempotent). With ``reprepare_after_restart=False`` this happens only after a reboot
   (the checkpoint's boot ID differs), the case where CDI specs on tmpfs and device state were lost.
 
-One asyncio lock per node serialises prepare and unprepare, so two pods sharing a claim never race.
+One asyncio lock per node serialises prepare and unprepare, so two pods sharing a claim never race. The
+driver calls themselves (one per driver and step, devices recorded, claim events, per-claim failures) are
+:class:`kubelet_dra_shim.driverrpc.DriverCalls`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
 from opentelemetry import trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
-from prometheus_client import Histogram
+from opentelemetry.trace import Link, Status, StatusCode
 
 from draflow_runtime import tracing
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
-from draflow_runtime.metrics import registered_collector
 
 from . import checkpoint
-from .checkpoint import ClaimInfo, PreparedDevice
+from .checkpoint import ClaimInfo
 from .claimevents import ClaimEvents
-from .plugins import Plugin, PluginStore
+from .driverrpc import ClaimFailure, DriverCalls, claim_key
+from .plugins import PluginStore
 from .podclaims import check_claim_for_pod, claim_drivers, pod_claims
 
 log = get_logger(__name__)
 TRACER_NAME = "kubelet_dra_shim"
-
-OPERATION_DURATION = registered_collector(
-    Histogram,
-    "draflow_shim_dra_operation_duration_seconds",
-    "NodePrepareResources/NodeUnprepareResources round trips by driver and outcome (ok|error).",
-    ["operation", "driver", "outcome"],
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 45.0),
-)
-
-
-@dataclass(frozen=True)
-class ClaimFailure:
-    """A claim that could not be prepared or unprepared, with the driver's (or our) message."""
-
-    claim: str  # "<namespace>/<name>"
-    driver: str
-    message: str
-
 
 @dataclass
 class PrepareOutcome:
@@ -89,10 +70,6 @@ class _Candidate:
     pod_claim_name: str
     claim: dict[str, Any]
     drivers: list[str]
-
-
-def _claim_key(info: ClaimInfo) -> str:
-    return f"{info.namespace}/{info.claim_name}"
 
 
 class NodeManager:
@@ -124,6 +101,7 @@ class NodeManager:
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
         self._lock = asyncio.Lock()
+        self.calls = DriverCalls(node, store, events, self.tracer, rpc_timeout)
 
     # --- checkpoint -----------------------------------------------------------------------------------
 
@@ -243,7 +221,7 @@ class NodeManager:
                     ClaimFailure(
                         f"{meta['namespace']}/{meta['name']}",
                         "",
-                        f"claim UID {meta['uid']} already used by {_claim_key(info)}",
+                        f"claim UID {meta['uid']} already used by {claim_key(info)}",
                     )
                 )
                 continue
@@ -263,7 +241,7 @@ class NodeManager:
             for driver in info.drivers:
                 by_driver[driver].append(info)
         results = await asyncio.gather(
-            *(self._prepare_driver(driver, infos, pod_key) for driver, infos in by_driver.items())
+            *(self.calls.prepare(driver, infos, pod_key) for driver, infos in by_driver.items())
         )
         outcome.driver_calls += len(by_driver)
         failed_claims: set[str] = set()
@@ -276,72 +254,6 @@ class NodeManager:
                 info.prepared = True
                 outcome.claims[pod_claim_name] = info
         await self._save()
-
-    async def _prepare_driver(
-        self, driver: str, infos: list[ClaimInfo], pod_key: str
-    ) -> dict[str, ClaimFailure]:
-        """One NodePrepareResources for ``infos``; record devices; return failures by claim UID."""
-        plugin = self.store.get(driver)
-        if plugin is None:
-            msg = f"DRA driver {driver} is not registered on node {self.node}"
-            return {i.claim_uid: ClaimFailure(_claim_key(i), driver, msg) for i in infos}
-        m = plugin.messages
-        request = m.NodePrepareResourcesRequest(
-            claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
-        )
-        try:
-            response = await self._call(plugin, "NodePrepareResources", request)
-        except grpc.aio.AioRpcError as exc:
-            msg = f"NodePrepareResources failed: {exc.code().name}: {exc.details()}"
-            for info in infos:
-                await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
-            return {i.claim_uid: ClaimFailure(_claim_key(i), driver, msg) for i in infos}
-        failures: dict[str, ClaimFailure] = {}
-        for info in infos:
-            result = response.claims.get(info.claim_uid)
-            if result is None:
-                msg = "driver returned no result for the claim"
-            elif result.error:
-                msg = result.error
-            else:
-                info.drivers[driver] = [_device(d) for d in result.devices]
-                await self.events.prepared(info, self.node, driver, pod_key)
-                continue
-            failures[info.claim_uid] = ClaimFailure(_claim_key(info), driver, msg)
-            await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
-        return failures
-
-    async def _call(self, plugin: Plugin, method: str, request: Any) -> Any:
-        """A unary call with a CLIENT span and the trace context in the gRPC metadata."""
-        service = plugin.messages.DESCRIPTOR.package + ".DRAPlugin"
-        started = time.perf_counter()
-        outcome = "error"
-        with self.tracer.start_as_current_span(
-            f"{service}/{method}",
-            kind=SpanKind.CLIENT,
-            attributes={
-                "rpc.system": "grpc",
-                "rpc.service": service,
-                "rpc.method": method,
-                "draflow.driver": plugin.driver,
-                "k8s.node.name": self.node,
-                "server.address": plugin.endpoint,
-            },
-        ) as span:
-            try:
-                response = await getattr(plugin.stub(), method)(
-                    request, timeout=self.rpc_timeout, metadata=tracing.inject_into_metadata()
-                )
-                outcome = "ok"
-                return response
-            except grpc.aio.AioRpcError as exc:
-                span.set_attribute("rpc.grpc.status_code", exc.code().value[0])
-                span.set_status(Status(StatusCode.ERROR, exc.details() or exc.code().name))
-                raise
-            finally:
-                OPERATION_DURATION.labels(method, plugin.driver, outcome).observe(
-                    time.perf_counter() - started
-                )
 
     # --- unprepare --------------------------------------------------------------------------------------
 
@@ -373,57 +285,13 @@ class NodeManager:
         for info in orphans:
             for driver in info.drivers:
                 by_driver[driver].append(info)
-        results = await asyncio.gather(*(self._unprepare_driver(d, infos) for d, infos in by_driver.items()))
+        results = await asyncio.gather(*(self.calls.unprepare(d, infos) for d, infos in by_driver.items()))
         failures = [f for r in results for f in r]
         for info in orphans:
             if not info.drivers:
                 del self.claims[info.claim_uid]
         await self._save()
         return failures
-
-    async def _unprepare_driver(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
-        """One NodeUnprepareResources; a claim whose driver succeeded forgets that driver."""
-        plugin = self.store.get(driver)
-        if plugin is None:
-            msg = f"DRA driver {driver} is not registered on node {self.node}"
-            return [ClaimFailure(_claim_key(i), driver, msg) for i in infos]
-        m = plugin.messages
-        request = m.NodeUnprepareResourcesRequest(
-            claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
-        )
-        with self.tracer.start_as_current_span(
-            "unprepare claims",
-            attributes={"k8s.node.name": self.node, "draflow.driver": driver, "draflow.claims": len(infos)},
-        ):
-            try:
-                response = await self._call(plugin, "NodeUnprepareResources", request)
-            except grpc.aio.AioRpcError as exc:
-                msg = f"NodeUnprepareResources failed: {exc.code().name}: {exc.details()}"
-                return [ClaimFailure(_claim_key(i), driver, msg) for i in infos]
-        failures: list[ClaimFailure] = []
-        for info in infos:
-            result = response.claims.get(info.claim_uid)
-            if result is None or result.error:
-                msg = result.error if result is not None else "driver returned no result for the claim"
-                failures.append(ClaimFailure(_claim_key(info), driver, msg))
-                continue
-            await self.events.unprepared(info, self.node, driver)
-            del info.drivers[driver]
-            info.prepared = False
-            log.info("claim unprepared", node=self.node, claim=_claim_key(info), driver=driver)
-        return failures
-
-
-def _device(d: Any) -> PreparedDevice:
-    share_id = d.share_id if "share_id" in d.DESCRIPTOR.fields_by_name and d.HasField("share_id") else None
-    return PreparedDevice(
-        pool_name=d.pool_name,
-        device_name=d.device_name,
-        request_names=list(d.request_names),
-        cdi_device_ids=list(d.cdi_device_ids),
-        share_id=share_id,
-    )
-
 
 def _trace_parent(claims: Iterable[Mapping[str, Any]]) -> tuple[Any, list[Link]]:
     """Parent context from the first claim's traceparent annotation; the other claims' traces are links."""

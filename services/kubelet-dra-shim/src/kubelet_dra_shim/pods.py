@@ -40,7 +40,8 @@ from draflow_runtime.log import bind, get_logger
 from draflow_runtime.reconcile import Done, ReconcileResult, RequeueAfter, RequeueWithBackoff
 from draflow_runtime.workqueue import WorkQueue
 
-from .manager import ClaimFailure, NodeManager, PrepareOutcome
+from .driverrpc import ClaimFailure
+from .manager import NodeManager, PrepareOutcome
 from .podclaims import allocated_resources_status, container_cdi_devices
 from .simkubelet import SimKubelet, run_deadline
 

@@ -1,30 +1,25 @@
-"""The publisher: driver state per (node, driver), one work-queue key per pool, and the pool reconcile.
+"""The publisher: one work-queue key per pool and the pool reconcile.
 
 Data flow::
 
-    RegistryWatcher ─► DriverConnection ─► on_inventory / on_unavailable / on_health   (state, enqueue)
-                                                        │
+    RegistryWatcher ─► DriverConnection ─► DriverBook.on_inventory / on_unavailable / on_health
+                                                        │ (state per (node, driver), enqueue)
     ResourceSlice informer (managed slices) ──────────► WorkQueue[(node, driver, pool)] ─► reconcile
     Node informer (owner references) ─────────────────┘                                    │
                                               plan_pool (pure) ─► apply_plan ─► NATS pool event
 
 ``reconcile(key)`` decides from the current state only: the driver's last inventory for the pool (None if
-the driver or the pool is gone), the publisher's taints, and the pool's slices from the informer cache
-merged with this process's own recent writes (so a second sync right after a write does not act on a stale
-cache). It is idempotent: a pool that already looks right is not written.
+the driver or the pool is gone; :mod:`slice_publisher.driverbook`), the publisher's taints, and the pool's
+slices from the informer cache merged with this process's own recent writes
+(:class:`draflow_runtime.mutationcache.MutationCache`, so a second sync right after a write does not act
+on a stale cache). It is idempotent: a pool that already looks right is not written. Outcomes: ``Done``;
+a Conflict/NotFound from a stale cache is raised (retried with backoff); an invalid pool from the driver
+is logged and ``Done`` (not published).
 
-Driver life cycle per (node, driver):
-
-- inventory message → state replaced, every pool of the driver synced, a pending wipe cancelled, the
-  ``driver-unavailable`` taint removed (the slices are updated in place: same names, same UIDs);
-- stream broken / registration socket gone → devices tainted at once, a wipe scheduled after
-  ``driver_gone_grace``; the wipe forgets the state, so the pools' reconciles delete their slices;
-- UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone").
-
-Start-up: managed slices of drivers that did not register within ``startup_grace`` are deleted once,
-through their pools' reconciles; other slices of the node only with ``wipe_foreign_slices`` (directly, with
-preconditions). Until then a pool without driver state is not touched, so restarting the publisher never
-churns slices.
+Start-up (:mod:`slice_publisher.startup`): managed slices of drivers that did not register within
+``startup_grace`` are deleted once, through their pools' reconciles; other slices of the node only with
+``wipe_foreign_slices`` (directly, with preconditions). Until then a pool without driver state is not
+touched, so restarting the publisher never churns slices.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -44,50 +39,35 @@ from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
+from draflow_runtime.pluginwatcher import fleet_dirs, single_node_dirs
 from draflow_runtime.reconcile import Done, Runner
 from draflow_runtime.workqueue import WorkQueue
 from slice_publisher import events
-from slice_publisher.drivers import RegistryWatcher, fleet_dirs, single_node_dirs
+from slice_publisher.driverbook import DriverBook, PoolKey
+from slice_publisher.drivers import RegistryWatcher
 from slice_publisher.metrics import SLICES_CREATED, SLICES_DELETED, SLICES_UPDATED, SYNC_SECONDS
-from slice_publisher.pool_sync import (
+from slice_publisher.naming import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
     POOL_HASH_LABEL,
     PUBLISHER_NODE_LABEL,
-    ApplyResult,
-    Plan,
-    apply_plan,
     node_label_value,
     node_owner_reference,
-    plan_pool,
     pool_hash,
 )
+from slice_publisher.pool_sync import ApplyResult, Plan, apply_plan, plan_pool
 from slice_publisher.settings import PublisherSettings
-from slice_publisher.splitter import DesiredPool, InvalidPool, partition_type_dropped
+from slice_publisher.splitter import InvalidPool, partition_type_dropped
 from slice_publisher.startup import startup_cleanup
-from slice_publisher.taints import Overlay, apply_overlay
 
 log = get_logger(__name__)
 TRACER_NAME = "slice_publisher"
 
-PoolKey = tuple[str, str, str]  # (node, driver, pool)
 WRITE_MEMORY_SECONDS = 60.0
 
 
 def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass
-class DriverState:
-    """What the publisher knows about one driver on one node."""
-
-    pools: dict[str, DesiredPool] = field(default_factory=dict)
-    unavailable: bool = False
-    unavailable_at: float | None = None
-    unhealthy: frozenset[tuple[str, str]] = frozenset()
-    unimplemented: bool = False
-    wipe: asyncio.TimerHandle | None = None
 
 
 @dataclass
@@ -124,14 +104,10 @@ class Publisher:
         self.stats = Stats()
         self._bus = bus
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
-        self._drivers: dict[tuple[str, str], DriverState] = {}
-        self._node_by_label: dict[str, str] = {}
         self._writes = MutationCache(WRITE_MEMORY_SECONDS, index=_pool_hash_of)
-        self._startup_done = False
-        self._partition_type_dropped = False  # the API server drops it: DRAPartitionableDevicesType off
-        self._wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
         self.startup_cleaned = asyncio.Event()
         self.queue = WorkQueue(name="slice-publisher")
+        self.drivers = DriverBook(settings, self.queue.add, self._published_pools)
         if settings.fleet_mode:
             dirs = fleet_dirs(settings.fleet_root)
             slice_selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
@@ -156,7 +132,7 @@ class Publisher:
         self.nodes = Informer(kube, NODES, field_selector=node_selector, name="nodes")
         self.watcher = RegistryWatcher(
             dirs,
-            self,
+            self.drivers,
             interval=settings.registry_poll_interval,
             timeout=settings.grpc_timeout,
             max_backoff=settings.reconnect_max_backoff,
@@ -184,97 +160,25 @@ class Publisher:
                 group.create_task(startup_cleanup(self), name="slice-publisher-startup")
         finally:
             self.queue.shutdown()
-            for state in self._drivers.values():
-                if state.wipe:
-                    state.wipe.cancel()
+            self.drivers.cancel_wipes()
             await self.slices.stop()
             await self.nodes.stop()
 
-    # ------------------------------------------------------------------------- driver callbacks
-
-    def _node_known(self, node: str) -> None:
-        self._node_by_label.setdefault(node_label_value(node), node)
-
-    def _enqueue_driver(self, node: str, driver: str, extra: set[str] | None = None) -> None:
-        """Enqueue every pool of (node, driver): the desired ones and those with slices in the cache."""
-        state = self._drivers.get((node, driver))
-        names = set(state.pools) if state else set()
-        names |= extra or set()
-        for sl in self.slices.by_index("byPublisherNode", node_label_value(node)):
-            if sl["spec"]["driver"] == driver:
-                names.add(sl["spec"]["pool"]["name"])
-        for pool in names:
-            self.queue.add((node, driver, pool))
-
-    def on_inventory(self, node: str, driver: str, pools: list[DesiredPool]) -> None:
-        self._node_known(node)
-        self._wiped.discard((node, driver))
-        state = self._drivers.setdefault((node, driver), DriverState())
-        old = set(state.pools)
-        if state.wipe:
-            state.wipe.cancel()
-            state.wipe = None
-        if state.unavailable:
-            log.info(
-                "driver back",
-                node=node,
-                driver=driver,
-                after=round(time.monotonic() - (state.unavailable_at or 0), 3),
-            )
-        state.unavailable, state.unavailable_at, state.unimplemented = False, None, False
-        state.pools = {p.name: p for p in pools}
-        self._enqueue_driver(node, driver, old)
-
-    def on_unavailable(self, node: str, driver: str, reason: str) -> None:
-        state = self._drivers.get((node, driver))
-        if state is None or state.unavailable or state.unimplemented:
-            return
-        state.unavailable, state.unavailable_at = True, time.monotonic()
-        if self.settings.taint_unavailable:
-            self._enqueue_driver(node, driver)
-        loop = asyncio.get_running_loop()
-        state.wipe = loop.call_later(self.settings.driver_gone_grace, self._wipe, node, driver)
-        log.info(
-            "driver slices will be removed unless it returns",
-            node=node,
-            driver=driver,
-            reason=reason,
-            grace=self.settings.driver_gone_grace,
-        )
-
-    def _wipe(self, node: str, driver: str) -> None:
-        state = self._drivers.get((node, driver))
-        if state is None or not state.unavailable:
-            return
-        del self._drivers[(node, driver)]
-        self._wiped.add((node, driver))
-        log.info("driver did not return, removing its slices", node=node, driver=driver)
-        self._enqueue_driver(node, driver, set(state.pools))
-
-    def on_unimplemented(self, node: str, driver: str) -> None:
-        self._node_known(node)
-        state = self._drivers.setdefault((node, driver), DriverState())
-        state.unimplemented = True
-        if state.wipe:
-            state.wipe.cancel()
-            state.wipe = None
-
-    def on_health(self, node: str, driver: str, unhealthy: frozenset[tuple[str, str]]) -> None:
-        state = self._drivers.get((node, driver))
-        if state is None or state.unhealthy == unhealthy:
-            return
-        changed = {p for p, _ in state.unhealthy ^ unhealthy}
-        state.unhealthy = unhealthy
-        for pool in changed:
-            self.queue.add((node, driver, pool))
-
     # --------------------------------------------------------------------------- informer events
+
+    def _published_pools(self, node: str, driver: str) -> set[str]:
+        """The pools of (node, driver) that have slices in the informer cache."""
+        return {
+            sl["spec"]["pool"]["name"]
+            for sl in self.slices.by_index("byPublisherNode", node_label_value(node))
+            if sl["spec"]["driver"] == driver
+        }
 
     def _on_slice(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         obj = new or old
         if obj is None:
             return
-        node = self._node_by_label.get(obj["metadata"].get("labels", {}).get(PUBLISHER_NODE_LABEL, ""))
+        node = self.drivers.node_by_label.get(obj["metadata"].get("labels", {}).get(PUBLISHER_NODE_LABEL, ""))
         if node is not None:
             self.queue.add((node, obj["spec"]["driver"], obj["spec"]["pool"]["name"]))
 
@@ -282,32 +186,12 @@ class Publisher:
         if event == "update":
             return  # the uid cannot change; status heartbeats must not cost a sync
         node = (new or old or {}).get("metadata", {}).get("name")
-        for (n, driver), state in list(self._drivers.items()):
+        for (n, driver), state in list(self.drivers.states.items()):
             if n == node:
                 for pool in state.pools:
                     self.queue.add((n, driver, pool))
 
     # ------------------------------------------------------------------------------------ reconcile
-
-    def desired(self, node: str, driver: str, pool: str) -> tuple[DesiredPool | None, bool]:
-        """(desired pool with the publisher's taints, whether to touch the pool at all)."""
-        state = self._drivers.get((node, driver))
-        if state is None:
-            return None, self._startup_done or (node, driver) in self._wiped
-        if state.unimplemented:
-            return None, False
-        want = state.pools.get(pool)
-        if want is None:
-            return None, True
-        overlay = Overlay(
-            driver_unavailable=state.unavailable and self.settings.taint_unavailable,
-            unhealthy=frozenset(d for d in state.unhealthy if d[0] == pool)
-            if self.settings.taint_unhealthy
-            else frozenset(),
-        )
-        if self._partition_type_dropped and want.partition_type_attribute:
-            want = replace(want, partition_type_attribute="")
-        return apply_overlay(want, overlay), True
 
     def existing(self, phash: str) -> list[dict[str, Any]]:
         """The pool's slices: the informer cache, corrected by this process's writes it has not seen."""
@@ -324,7 +208,7 @@ class Publisher:
 
     async def reconcile(self, key: Hashable) -> Done:
         node, driver, pool = cast(PoolKey, key)
-        desired, touch = self.desired(node, driver, pool)
+        desired, touch = self.drivers.desired(node, driver, pool)
         if not touch:
             return Done()
         phash = pool_hash(driver, pool, node)
@@ -370,9 +254,9 @@ class Publisher:
             finally:
                 self._remember(plan, result)
                 self._count(driver, result)
-            if not self._partition_type_dropped and partition_type_dropped(
+            if not self.drivers.partition_type_dropped and partition_type_dropped(
                     [*plan.creates, *plan.updates], result.written):
-                self._partition_type_dropped = True  # else every sync would rewrite the pool
+                self.drivers.partition_type_dropped = True  # else every sync would rewrite the pool
                 log.warning("partitionTypeAttribute dropped by the API server, publishing without it",
                             driver=driver, pool=pool, gate="DRAPartitionableDevicesType")
             span.set_attributes(

@@ -10,7 +10,7 @@ from draflow_runtime.errors import Conflict, NotFound
 from draflow_runtime.kube import RESOURCE_SLICES
 from draflow_runtime.log import get_logger
 from slice_publisher.metrics import SLICES_DELETED
-from slice_publisher.pool_sync import MANAGED_BY_LABEL, node_label_value
+from slice_publisher.naming import MANAGED_BY_LABEL, node_label_value
 
 if TYPE_CHECKING:
     from slice_publisher.fleet import Publisher
@@ -22,16 +22,16 @@ async def startup_cleanup(pub: Publisher) -> None:
     """After ``startup_grace``: delete slices of the served nodes whose driver did not register."""
     await pub.watcher.scanned.wait()
     await asyncio.sleep(pub.settings.startup_grace)
-    pub._startup_done = True
+    pub.drivers.startup_done = True
     nodes = set(pub.watcher.nodes)
     for node in nodes:
-        pub._node_known(node)
+        pub.drivers.node_known(node)
     registered = {(c.node, c.driver) for c in pub.watcher.connections() if c.driver}
-    self_publishing = {k for k, s in pub._drivers.items() if s.unimplemented}
+    self_publishing = {k for k, s in pub.drivers.states.items() if s.unimplemented}
     # Managed slices: their pools' reconciles delete them (no driver state → desired None).
     for node in nodes:
         for sl in pub.slices.by_index("byPublisherNode", node_label_value(node)):
-            if (node, sl["spec"]["driver"]) not in pub._drivers:
+            if (node, sl["spec"]["driver"]) not in pub.drivers.states:
                 pub.queue.add((node, sl["spec"]["driver"], sl["spec"]["pool"]["name"]))
     # Other slices of the node (another driver's, a kubelet's) are not ours: removed only on request
     # (simulated nodes), and then not those of a registered driver that publishes for itself.

@@ -10,7 +10,7 @@ Two reasons, both effect ``NoSchedule`` (no new allocation; pods already running
 
 The overlay never removes the driver's own taints; a publisher taint replaces a driver taint with the same
 key and effect. ``timeAdded`` is left empty here and filled by
-:func:`slice_publisher.pool_sync.fill_taint_times`, which keeps the time of an identical existing taint, so
+:func:`slice_publisher.compare.fill_taint_times`, which keeps the time of an identical existing taint, so
 a taint keeps its original time across syncs and publisher restarts.
 """
 

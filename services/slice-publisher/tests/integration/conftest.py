@@ -23,8 +23,8 @@ import pytest
 import pytest_asyncio
 
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_runtime.pluginwatcher import get_info
 from draflow_testenv.identity import ServiceIdentity
-from slice_publisher.drivers import get_info
 from slice_publisher.fleet import Publisher
 from slice_publisher.settings import PublisherSettings
 
@@ -142,7 +142,7 @@ async def settled(pub: Publisher, driver_seen: bool = True) -> bool:
     """The publisher finished its start-up, heard from the driver, and has no work queued or running."""
     if not pub.startup_cleaned.is_set():
         return False
-    if driver_seen and not any(not s.unavailable for s in pub._drivers.values()):
+    if driver_seen and not any(not s.unavailable for s in pub.drivers.states.values()):
         return False
     return len(pub.queue) == 0 and not pub.queue.processing()
 

@@ -18,8 +18,9 @@ from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.drahealth import HEALTH_APIS, HEALTH_SERVICES, HEALTH_V1, HEALTH_V1ALPHA1
+from draflow_runtime.pluginwatcher import single_node_dirs
 from draflow_testenv.wait import consistently
-from slice_publisher.drivers import DriverConnection, RegistryWatcher, single_node_dirs
+from slice_publisher.drivers import DriverConnection, RegistryWatcher
 
 NODE = "node-a"
 
@@ -290,7 +291,7 @@ async def test_a_connection_that_reached_the_restarted_driver_is_kept_when_the_s
     watcher = RegistryWatcher(
         single_node_dirs(NODE, str(root / "plugins_registry")),
         rec,
-        interval=3600.0,  # one scan at start; the others are this test's calls to scan()
+        interval=3600.0,  # one scan at start; the others are this test's calls to sync()
         timeout=2.0,
         max_backoff=0.1,
     )
@@ -311,7 +312,7 @@ async def test_a_connection_that_reached_the_restarted_driver_is_kept_when_the_s
         await rec.wait_for("inventory", ("gpu.example.com", [2]))
         assert conn.connected
         for _ in range(3):
-            watcher.scan()
+            await watcher.sync()
         assert [e for e in rec.events if e[0] == "unavailable"] == [], rec.reasons
         assert watcher.connections() == [conn]
         await drv2.set(devices=3)  # the kept connection still streams
@@ -351,5 +352,33 @@ async def test_health_is_watched_on_the_version_the_kubelet_would_pick(
         await drv.set(unhealthy=[])
         await rec.wait_for("health", [])
         assert drv.health_streams == [negotiated]
+    finally:
+        await drv.stop()
+
+
+# --- kubelet v1.37.1's file rules (draflow_runtime.pluginwatcher), each a difference the publisher had ---
+
+
+async def test_a_socket_not_named_reg_sock_is_a_driver_too(watched: tuple[Path, Recorder]) -> None:
+    """The kubelet registers any socket in the directory (``-reg.sock`` is a convention); the publisher
+    looked only at ``*-reg.sock`` and never saw such a driver."""
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    drv.reg = root / "plugins_registry" / "gpu.example.com.sock"
+    await drv.start()
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
+    finally:
+        await drv.stop()
+
+
+async def test_a_dot_file_socket_is_not_a_driver(watched: tuple[Path, Recorder]) -> None:
+    """The kubelet ignores names starting with '.'; the publisher streamed from ``.<x>-reg.sock``."""
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    drv.reg = root / "plugins_registry" / ".gpu.example.com-reg.sock"
+    await drv.start()
+    try:
+        await consistently(lambda: drv.get_info_calls == 0 and not rec.events, 0.5, "the dot-file ignored")
     finally:
         await drv.stop()

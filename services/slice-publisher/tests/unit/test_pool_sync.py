@@ -6,15 +6,9 @@ import itertools
 
 import pytest
 
-from slice_publisher.pool_sync import (
-    MANAGED_BY_LABEL,
-    Plan,
-    canonical_spec,
-    node_label_value,
-    parse_slice_index,
-    plan_pool,
-    slice_name,
-)
+from slice_publisher.compare import canonical_spec
+from slice_publisher.naming import MANAGED_BY_LABEL, node_label_value, parse_slice_index, slice_name
+from slice_publisher.pool_sync import Plan, plan_pool
 from slice_publisher.splitter import DesiredPool
 from slice_publisher.taints import Overlay, apply_overlay
 
@@ -190,7 +184,7 @@ def test_taint_and_untaint_update_in_place_and_keep_time_added():
 
 def test_owner_reference_and_labels():
     node = {"metadata": {"name": NODE, "uid": "node-uid"}}
-    from slice_publisher.pool_sync import node_owner_reference
+    from slice_publisher.naming import node_owner_reference
 
     plan = plan_pool(DRIVER, NODE, NODE, desired(1), [], now=NOW, owner_ref=node_owner_reference(node))
     meta = plan.creates[0]["metadata"]

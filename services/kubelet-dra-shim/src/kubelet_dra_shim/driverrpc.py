@@ -1,0 +1,178 @@
+"""One ``NodePrepareResources`` / ``NodeUnprepareResources`` call per driver, for one node.
+
+:class:`DriverCalls` sends a driver all the claims of one step at once, records the devices (CDI IDs) a
+prepare returned in each claim's :class:`~kubelet_dra_shim.checkpoint.ClaimInfo`, publishes the claim
+events, and turns per-claim errors (and a missing driver, a failed call) into :class:`ClaimFailure` values:
+a failure fails only its claim. Every call is a CLIENT span with the trace context in the gRPC metadata,
+timed in ``draflow_shim_dra_operation_duration_seconds``. The caller (:class:`~kubelet_dra_shim.manager.
+NodeManager`) holds the node's lock and owns the checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from prometheus_client import Histogram
+
+from draflow_runtime import tracing
+from draflow_runtime.log import get_logger
+from draflow_runtime.metrics import registered_collector
+
+from .checkpoint import ClaimInfo, PreparedDevice
+from .claimevents import ClaimEvents
+from .plugins import Plugin, PluginStore
+
+log = get_logger(__name__)
+
+OPERATION_DURATION = registered_collector(
+    Histogram,
+    "draflow_shim_dra_operation_duration_seconds",
+    "NodePrepareResources/NodeUnprepareResources round trips by driver and outcome (ok|error).",
+    ["operation", "driver", "outcome"],
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 45.0),
+)
+
+
+@dataclass(frozen=True)
+class ClaimFailure:
+    """A claim that could not be prepared or unprepared, with the driver's (or our) message."""
+
+    claim: str  # "<namespace>/<name>"
+    driver: str
+    message: str
+
+
+def claim_key(info: ClaimInfo) -> str:
+    return f"{info.namespace}/{info.claim_name}"
+
+
+class DriverCalls:
+    """The DRA calls of one node (see the module docstring)."""
+
+    def __init__(
+        self,
+        node: str,
+        store: PluginStore,
+        events: ClaimEvents,
+        tracer: trace.Tracer,
+        rpc_timeout: float,
+    ) -> None:
+        self.node = node
+        self.store = store
+        self.events = events
+        self.tracer = tracer
+        self.rpc_timeout = rpc_timeout
+
+    async def prepare(
+        self, driver: str, infos: list[ClaimInfo], pod_key: str
+    ) -> dict[str, ClaimFailure]:
+        """One NodePrepareResources for ``infos``; record devices; return failures by claim UID."""
+        plugin = self.store.get(driver)
+        if plugin is None:
+            msg = f"DRA driver {driver} is not registered on node {self.node}"
+            return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
+        m = plugin.messages
+        request = m.NodePrepareResourcesRequest(
+            claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
+        )
+        try:
+            response = await self._call(plugin, "NodePrepareResources", request)
+        except grpc.aio.AioRpcError as exc:
+            msg = f"NodePrepareResources failed: {exc.code().name}: {exc.details()}"
+            for info in infos:
+                await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
+            return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
+        failures: dict[str, ClaimFailure] = {}
+        for info in infos:
+            result = response.claims.get(info.claim_uid)
+            if result is None:
+                msg = "driver returned no result for the claim"
+            elif result.error:
+                msg = result.error
+            else:
+                info.drivers[driver] = [_device(d) for d in result.devices]
+                await self.events.prepared(info, self.node, driver, pod_key)
+                continue
+            failures[info.claim_uid] = ClaimFailure(claim_key(info), driver, msg)
+            await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
+        return failures
+
+    async def _call(self, plugin: Plugin, method: str, request: Any) -> Any:
+        """A unary call with a CLIENT span and the trace context in the gRPC metadata."""
+        service = plugin.messages.DESCRIPTOR.package + ".DRAPlugin"
+        started = time.perf_counter()
+        outcome = "error"
+        with self.tracer.start_as_current_span(
+            f"{service}/{method}",
+            kind=SpanKind.CLIENT,
+            attributes={
+                "rpc.system": "grpc",
+                "rpc.service": service,
+                "rpc.method": method,
+                "draflow.driver": plugin.driver,
+                "k8s.node.name": self.node,
+                "server.address": plugin.endpoint,
+            },
+        ) as span:
+            try:
+                response = await getattr(plugin.stub(), method)(
+                    request, timeout=self.rpc_timeout, metadata=tracing.inject_into_metadata()
+                )
+                outcome = "ok"
+                return response
+            except grpc.aio.AioRpcError as exc:
+                span.set_attribute("rpc.grpc.status_code", exc.code().value[0])
+                span.set_status(Status(StatusCode.ERROR, exc.details() or exc.code().name))
+                raise
+            finally:
+                OPERATION_DURATION.labels(method, plugin.driver, outcome).observe(
+                    time.perf_counter() - started
+                )
+
+    async def unprepare(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
+        """One NodeUnprepareResources; a claim whose driver succeeded forgets that driver."""
+        plugin = self.store.get(driver)
+        if plugin is None:
+            msg = f"DRA driver {driver} is not registered on node {self.node}"
+            return [ClaimFailure(claim_key(i), driver, msg) for i in infos]
+        m = plugin.messages
+        request = m.NodeUnprepareResourcesRequest(
+            claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
+        )
+        with self.tracer.start_as_current_span(
+            "unprepare claims",
+            attributes={"k8s.node.name": self.node, "draflow.driver": driver, "draflow.claims": len(infos)},
+        ):
+            try:
+                response = await self._call(plugin, "NodeUnprepareResources", request)
+            except grpc.aio.AioRpcError as exc:
+                msg = f"NodeUnprepareResources failed: {exc.code().name}: {exc.details()}"
+                return [ClaimFailure(claim_key(i), driver, msg) for i in infos]
+        failures: list[ClaimFailure] = []
+        for info in infos:
+            result = response.claims.get(info.claim_uid)
+            if result is None or result.error:
+                msg = result.error if result is not None else "driver returned no result for the claim"
+                failures.append(ClaimFailure(claim_key(info), driver, msg))
+                continue
+            await self.events.unprepared(info, self.node, driver)
+            del info.drivers[driver]
+            info.prepared = False
+            log.info("claim unprepared", node=self.node, claim=claim_key(info), driver=driver)
+        return failures
+
+
+def _device(d: Any) -> PreparedDevice:
+    share_id = d.share_id if "share_id" in d.DESCRIPTOR.fields_by_name and d.HasField("share_id") else None
+    return PreparedDevice(
+        pool_name=d.pool_name,
+        device_name=d.device_name,
+        request_names=list(d.request_names),
+        cdi_device_ids=list(d.cdi_device_ids),
+        share_id=share_id,
+    )

@@ -1,0 +1,165 @@
+"""What the publisher knows about each driver: its last inventory, availability, health, pending wipe.
+
+:class:`DriverBook` is the registry watcher's listener (:class:`slice_publisher.drivers.DriverListener`):
+its callbacks only record state per (node, driver) and enqueue the pools concerned; the pool reconcile
+(:mod:`slice_publisher.fleet`) reads it back through :meth:`DriverBook.desired`.
+
+Driver life cycle per (node, driver):
+
+- inventory message → state replaced, every pool of the driver synced, a pending wipe cancelled, the
+  ``driver-unavailable`` taint removed (the slices are updated in place: same names, same UIDs);
+- stream broken / registration socket gone → devices tainted at once, a wipe scheduled after
+  ``driver_gone_grace``; the wipe forgets the state, so the pools' reconciles delete their slices;
+- UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone").
+
+Until the start-up clean-up has run (``startup_done``) a pool without driver state is not touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from draflow_runtime.log import get_logger
+from slice_publisher.naming import node_label_value
+from slice_publisher.settings import PublisherSettings
+from slice_publisher.splitter import DesiredPool
+from slice_publisher.taints import Overlay, apply_overlay
+
+log = get_logger(__name__)
+
+PoolKey = tuple[str, str, str]  # (node, driver, pool)
+
+
+@dataclass
+class DriverState:
+    """What the publisher knows about one driver on one node."""
+
+    pools: dict[str, DesiredPool] = field(default_factory=dict)
+    unavailable: bool = False
+    unavailable_at: float | None = None
+    unhealthy: frozenset[tuple[str, str]] = frozenset()
+    unimplemented: bool = False
+    wipe: asyncio.TimerHandle | None = None
+
+
+class DriverBook:
+    """Driver state per (node, driver); ``enqueue(pool key)`` queues a pool, ``published_pools(node,
+    driver)`` names the pools that have slices in the informer cache."""
+
+    def __init__(
+        self,
+        settings: PublisherSettings,
+        enqueue: Callable[[PoolKey], None],
+        published_pools: Callable[[str, str], set[str]],
+    ) -> None:
+        self._settings = settings
+        self._enqueue = enqueue
+        self._published_pools = published_pools
+        self.states: dict[tuple[str, str], DriverState] = {}
+        self.node_by_label: dict[str, str] = {}
+        self.wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
+        self.startup_done = False
+        self.partition_type_dropped = False  # the API server drops it: DRAPartitionableDevicesType off
+
+
+    def node_known(self, node: str) -> None:
+        self.node_by_label.setdefault(node_label_value(node), node)
+
+    def enqueue_driver(self, node: str, driver: str, extra: set[str] | None = None) -> None:
+        """Enqueue every pool of (node, driver): the desired ones and those with slices in the cache."""
+        state = self.states.get((node, driver))
+        names = set(state.pools) if state else set()
+        names |= extra or set()
+        names |= self._published_pools(node, driver)
+        for pool in names:
+            self._enqueue((node, driver, pool))
+
+    def on_inventory(self, node: str, driver: str, pools: list[DesiredPool]) -> None:
+        self.node_known(node)
+        self.wiped.discard((node, driver))
+        state = self.states.setdefault((node, driver), DriverState())
+        old = set(state.pools)
+        if state.wipe:
+            state.wipe.cancel()
+            state.wipe = None
+        if state.unavailable:
+            log.info(
+                "driver back",
+                node=node,
+                driver=driver,
+                after=round(time.monotonic() - (state.unavailable_at or 0), 3),
+            )
+        state.unavailable, state.unavailable_at, state.unimplemented = False, None, False
+        state.pools = {p.name: p for p in pools}
+        self.enqueue_driver(node, driver, old)
+
+    def on_unavailable(self, node: str, driver: str, reason: str) -> None:
+        state = self.states.get((node, driver))
+        if state is None or state.unavailable or state.unimplemented:
+            return
+        state.unavailable, state.unavailable_at = True, time.monotonic()
+        if self._settings.taint_unavailable:
+            self.enqueue_driver(node, driver)
+        loop = asyncio.get_running_loop()
+        state.wipe = loop.call_later(self._settings.driver_gone_grace, self._wipe, node, driver)
+        log.info(
+            "driver slices will be removed unless it returns",
+            node=node,
+            driver=driver,
+            reason=reason,
+            grace=self._settings.driver_gone_grace,
+        )
+
+    def _wipe(self, node: str, driver: str) -> None:
+        state = self.states.get((node, driver))
+        if state is None or not state.unavailable:
+            return
+        del self.states[(node, driver)]
+        self.wiped.add((node, driver))
+        log.info("driver did not return, removing its slices", node=node, driver=driver)
+        self.enqueue_driver(node, driver, set(state.pools))
+
+    def on_unimplemented(self, node: str, driver: str) -> None:
+        self.node_known(node)
+        state = self.states.setdefault((node, driver), DriverState())
+        state.unimplemented = True
+        if state.wipe:
+            state.wipe.cancel()
+            state.wipe = None
+
+    def on_health(self, node: str, driver: str, unhealthy: frozenset[tuple[str, str]]) -> None:
+        state = self.states.get((node, driver))
+        if state is None or state.unhealthy == unhealthy:
+            return
+        changed = {p for p, _ in state.unhealthy ^ unhealthy}
+        state.unhealthy = unhealthy
+        for pool in changed:
+            self._enqueue((node, driver, pool))
+
+    def desired(self, node: str, driver: str, pool: str) -> tuple[DesiredPool | None, bool]:
+        """(desired pool with the publisher's taints, whether to touch the pool at all)."""
+        state = self.states.get((node, driver))
+        if state is None:
+            return None, self.startup_done or (node, driver) in self.wiped
+        if state.unimplemented:
+            return None, False
+        want = state.pools.get(pool)
+        if want is None:
+            return None, True
+        overlay = Overlay(
+            driver_unavailable=state.unavailable and self._settings.taint_unavailable,
+            unhealthy=frozenset(d for d in state.unhealthy if d[0] == pool)
+            if self._settings.taint_unhealthy
+            else frozenset(),
+        )
+        if self.partition_type_dropped and want.partition_type_attribute:
+            want = replace(want, partition_type_attribute="")
+        return apply_overlay(want, overlay), True
+
+    def cancel_wipes(self) -> None:
+        for state in self.states.values():
+            if state.wipe:
+                state.wipe.cancel()
