@@ -67,6 +67,7 @@ class FakeDriver:
         health: tuple[str, ...] = (),
         socket_suffix: str = "",
         tracer_provider: Any = None,
+        one_socket: bool = False,
     ) -> None:
         self.name = name
         self.kube = kube
@@ -74,6 +75,7 @@ class FakeDriver:
         self.reg_socket = registry_dir / f"{name}{socket_suffix}-reg.sock"
         self.dra_socket = plugins_dir / name / f"dra{socket_suffix}.sock"
         self.versions = versions
+        self.one_socket = one_socket  # every service on the registration socket, GetInfo endpoint ""
         self.health = health  # DRAResourceHealth services advertised and served (e.g. HEALTH_BOTH)
         self.health_streams: list[str] = []  # the service of every NodeWatchResources call received
         self.registrations: list[tuple[bool, str]] = []
@@ -102,6 +104,12 @@ class FakeDriver:
         for service in self.health:
             messages, grpc_module = _HEALTH_MODULES[service]
             grpc_module.add_DRAResourceHealthServicer_to_server(_Health(self, service, messages), dra)
+        if self.one_socket:
+            reg_grpc.add_RegistrationServicer_to_server(_Registration(self), dra)
+            dra.add_insecure_port(f"unix:{self.reg_socket}")
+            await dra.start()
+            self._servers = [dra]
+            return
         dra.add_insecure_port(f"unix:{self.dra_socket}")
         await dra.start()
         reg = grpc.aio.server()
@@ -171,7 +179,10 @@ class _Registration(reg_grpc.RegistrationServicer):
     async def GetInfo(self, request: Any, context: Any) -> Any:
         versions = list(self.d.versions) + list(self.d.health)
         return reg_pb2.PluginInfo(
-            type="DRAPlugin", name=self.d.name, endpoint=str(self.d.dra_socket), supported_versions=versions
+            type="DRAPlugin",
+            name=self.d.name,
+            endpoint="" if self.d.one_socket else str(self.d.dra_socket),
+            supported_versions=versions,
         )
 
     async def NotifyRegistrationStatus(self, request: Any, context: Any) -> Any:

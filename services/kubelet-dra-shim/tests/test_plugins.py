@@ -191,3 +191,23 @@ async def test_chmod_of_a_registered_socket_is_not_a_new_registration(short_dir:
     finally:
         await driver.stop()
         await watcher.close()
+
+
+async def test_an_empty_endpoint_means_the_registration_socket(short_dir: Path) -> None:
+    """The kubelet dials the registration socket when GetInfo names no endpoint (one socket serving both
+    services); the shim refused such a plugin ("plugin info has an empty endpoint")."""
+    store = PluginStore()
+    watcher = registration_watcher({"n": (short_dir / "reg", store)})
+    driver = _driver(short_dir, one_socket=True)
+    await driver.start()
+    try:
+        await watcher.sync()
+        plugin = store.get("gpu.test")
+        assert plugin is not None and plugin.endpoint == str(driver.reg_socket)
+        assert driver.registrations == [(True, "")]
+        m = plugin.messages
+        response = await plugin.stub().NodeUnprepareResources(m.NodeUnprepareResourcesRequest(), timeout=5)
+        assert len(response.claims) == 0  # the DRA service answers on that socket
+    finally:
+        await driver.stop()
+        await watcher.close()

@@ -10,7 +10,8 @@ by kubelet-dra-shim (which registers plugins) and slice-publisher (which streams
   anew) is a new registration: the old one is removed first, then the new one registered. Here, polling
   instead of inotify, "created again" is a new (inode, mtime) :data:`Stamp`; a ``chmod``/``chown`` of the
   socket (its ctime) is not a re-creation, the kubelet ignores those events too;
-* a socket that disappears is deregistered.
+* a socket that disappears is deregistered;
+* a ``PluginInfo`` with an empty endpoint names the registration socket itself (:func:`get_info`).
 
 :class:`PluginWatcher` polls every ``interval`` seconds (portable, one ``scandir`` per directory, one loop
 for a whole fleet) and puts one key per changed socket, ``(node, socket path)``, in a work queue; the
@@ -138,11 +139,12 @@ def check_dra_plugin(info: PluginInfo) -> None:
 async def get_info(
     socket: str, rpc_timeout: float, *, options: Sequence[tuple[str, Any]] | None = None
 ) -> PluginInfo:
-    """``Registration/GetInfo`` on a registration socket; raises ``grpc.aio.AioRpcError``."""
+    """``Registration/GetInfo`` on a registration socket; raises ``grpc.aio.AioRpcError``. An empty
+    endpoint means the registration socket itself (the kubelet's rule: one socket may serve both)."""
     async with grpc.aio.insecure_channel(f"unix:{socket}", options=options) as channel:
         stub = reg_grpc.RegistrationStub(channel)
         info = await stub.GetInfo(reg_pb2.InfoRequest(), timeout=rpc_timeout)
-    return PluginInfo(info.type, info.name, info.endpoint, tuple(info.supported_versions))
+    return PluginInfo(info.type, info.name, info.endpoint or socket, tuple(info.supported_versions))
 
 
 async def notify_registration(socket: str, registered: bool, error: str, rpc_timeout: float) -> None:

@@ -41,6 +41,7 @@ class FakeDriver(reg_grpc.RegistrationServicer, inv_grpc.InventoryServicer):
         self.devices = 2
         self.unhealthy: list[str] = []
         self.get_info_calls = 0
+        self.endpoint: str | None = None  # what GetInfo announces; None: the dra.sock
         self.version = 0
         self._changed = asyncio.Condition()
         self._server: grpc.aio.Server | None = None
@@ -50,7 +51,7 @@ class FakeDriver(reg_grpc.RegistrationServicer, inv_grpc.InventoryServicer):
         return reg_pb2.PluginInfo(
             type="DRAPlugin",
             name=self.name,
-            endpoint=str(self.dra),
+            endpoint=str(self.dra) if self.endpoint is None else self.endpoint,
             supported_versions=["v1.DRAPlugin", *self.health],
         )
 
@@ -380,5 +381,18 @@ async def test_a_dot_file_socket_is_not_a_driver(watched: tuple[Path, Recorder])
     await drv.start()
     try:
         await consistently(lambda: drv.get_info_calls == 0 and not rec.events, 0.5, "the dot-file ignored")
+    finally:
+        await drv.stop()
+
+
+async def test_an_empty_endpoint_means_the_registration_socket(watched: tuple[Path, Recorder]) -> None:
+    """The kubelet dials the registration socket when GetInfo names no endpoint; the publisher refused
+    such a driver ("not a DRA plugin")."""
+    root, rec = watched
+    drv = FakeDriver(root, "gpu.example.com")
+    drv.endpoint = ""
+    await drv.start()
+    try:
+        await rec.wait_for("inventory", ("gpu.example.com", [2]))
     finally:
         await drv.stop()
