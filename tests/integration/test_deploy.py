@@ -162,6 +162,20 @@ async def test_dev_overlay_adds_nats_with_jetstream_jaeger_and_debug_logs(
         assert env_of(c)[env_prefix(c["command"][0]) + "LOG_LEVEL"]["value"] == "debug"
 
 
+async def test_dev_overlay_lets_tilt_live_update_every_service(
+        built: dict[str, list[dict[str, Any]]]) -> None:
+    """Tilt syncs changed files into the image's venv (owned by uid 65532, the Dockerfile's user) with tar:
+    that needs a writable root filesystem and, for a uid-0 container without capabilities, DAC_OVERRIDE
+    (else: "tar: ...: Cannot open: File exists", found with the e2e cluster's Tilt mode)."""
+    for w, c in draflow_containers(built["dev"]):
+        sc = c.get("securityContext", {})
+        assert sc.get("readOnlyRootFilesystem") is False, c["name"]
+        uid = sc.get("runAsUser", w["spec"]["template"]["spec"].get("securityContext", {}).get("runAsUser"))
+        caps = sc.get("capabilities", {})
+        if uid == 0 and "ALL" in caps.get("drop", []):
+            assert "DAC_OVERRIDE" in caps.get("add", []), c["name"]
+
+
 async def test_sim_overlay_runs_the_node_agents_as_one_fleet_with_the_simulated_kubelet(
     built: dict[str, list[dict[str, Any]]],
 ) -> None:

@@ -4,7 +4,8 @@
   as processes, every readiness probe passes, and its ``demo`` resource gets every demo pod that fits to
   Running.
 - Cluster mode is evaluated (``tilt alpha tiltfile-result``, no cluster contacted): image builds, live
-  update, the dev overlay's workloads, port forwards.
+  update, the dev overlay's workloads, port forwards; likewise its ``--real-node`` variant (run on a real
+  cluster by hand, docs/deploy.md).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import re
 import shutil
 import socket
 import tempfile
+import types
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +29,9 @@ from deploy_kit import (
     run_ok,
 )
 
+from draflow_testenv import deploy_e2e
 from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.node import NodeLayout
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +121,52 @@ async def test_tilt_cluster_mode_builds_deploys_forwards_and_live_updates_every_
     forwards = {m: [f["localPort"] for f in manifests[m]["DeployTarget"]["portForwardTemplateSpec"][
         "forwards"]] for m in ("nats", "jaeger")}
     assert forwards == {"nats": [4222, 8222], "jaeger": [16686]}
+
+
+def _fake_kubeconfig(path: Path) -> Path:
+    path.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "draflow-node",
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "contexts": [{"name": "draflow-node", "context": {"cluster": "c", "user": "u"}}],
+        "users": [{"name": "u", "user": {"token": "unused"}}],
+    }))
+    return path
+
+
+async def test_tilt_real_node_mode_deploys_the_e2e_overlay_with_one_custom_built_image(
+        tmp_path: Path) -> None:
+    """``tilt up -- --real-node DIR`` as Tilt evaluates it, DIR holding what ``draflow-testenv up --real-node
+    --env-only`` writes: the four e2e workloads (no kubelet-dra-shim), one image built and loaded by
+    ``draflow-testenv import-image``, never pushed, live-updated into every container."""
+    tilt = await ensure_binary("tilt")
+    env_ = types.SimpleNamespace(state_dir=tmp_path, node=NodeLayout.create(tmp_path, "n1"),
+                                 ports=types.SimpleNamespace(apiserver=1234), nats_url="nats://127.0.0.1:4",
+                                 otlp_grpc_endpoint="127.0.0.1:5")
+    deploy_e2e.write_kustomization(env_)  # type: ignore[arg-type]
+    deploy_e2e.write_tilt_kustomization(env_)  # type: ignore[arg-type]
+    env = {**os.environ, "KUBECONFIG": str(_fake_kubeconfig(tmp_path / "kubeconfig")),
+           "TILT_DISABLE_ANALYTICS": "1", "DRAFLOW_BIN_KUSTOMIZE": str(await ensure_binary("kustomize"))}
+    result = yaml.safe_load(await run_ok(
+        [str(tilt), "alpha", "tiltfile-result", "--", "--real-node", str(tmp_path)], cwd=REPO, env=env))
+    assert not result.get("Error"), result["Error"]
+    manifests = {m["Name"]: m for m in result["Manifests"]}
+    agents = set(SERVICES) - {"kubelet-dra-shim"}
+    assert agents <= set(manifests) and "kubelet-dra-shim" not in manifests
+    for service in agents:
+        (image,) = manifests[service]["ImageTargets"]
+        assert image["selector"] == "draflow.local/draflow"
+        custom = image["BuildDetails"]
+        assert custom["args"][-1] == (f".venv/bin/draflow-testenv import-image --state-dir {tmp_path} "
+                                      "--ref $EXPECTED_REF")
+        assert custom["outputMode"] == "remote"  # skips the (absent) local Docker engine
+        synced = {s["localPath"] for s in image["LiveUpdateSpec"]["syncs"]}
+        assert {f"services/{s}/src/{s.replace('-', '_')}" for s in SERVICES} <= synced
+        assert [e["args"] for e in image["LiveUpdateSpec"]["execs"]] == [["sh", "-c", "kill -HUP 1"]]
+        (workload,) = [o for o in yaml.safe_load_all(manifests[service]["DeployTarget"]["yaml"])
+                       if o["kind"] in ("Deployment", "DaemonSet")]
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        assert container["image"].startswith("draflow.local/draflow")
+        assert container["securityContext"]["readOnlyRootFilesystem"] is False
 
 
 def free_port() -> int:

@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from draflow_testenv import deploy_e2e
+from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.images import run
 from draflow_testenv.node import NodeLayout
 
 pytestmark = pytest.mark.integration  # runs the pinned kustomize binary
@@ -73,3 +76,29 @@ async def test_the_layered_overlay_mounts_host_paths_and_gives_each_workload_its
     assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_STATE_DIR") == node.driver_state_dir
     [cluster] = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-cluster"]
     assert cluster["data"]["KUBERNETES_SERVICE_PORT"] == "1234"
+
+
+async def test_deployments_roll_out_without_a_surge_pod(tmp_path: Path) -> None:
+    """Host network: a surge pod would need the port its predecessor holds, and on one node it could never
+    be scheduled (a rollout, e.g. Tilt's new image, hung with "didn't have free ports")."""
+    objs = await deploy_e2e.build(_env(tmp_path))
+    deployments = [o for o in objs if o["kind"] == "Deployment"]
+    assert len(deployments) == 2
+    for d in deployments:
+        assert d["spec"]["template"]["spec"]["hostNetwork"] is True
+        assert d["spec"]["strategy"]["rollingUpdate"]["maxSurge"] == 0, d["metadata"]["name"]
+
+
+async def test_the_tilt_kustomization_makes_every_service_live_updatable(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    deploy_e2e.write_kustomization(env)
+    out = deploy_e2e.write_tilt_kustomization(env)
+    text = await run([await ensure_binary("kustomize"), "build", out])
+    objs = [d for d in yaml.safe_load_all(text) if d]
+    workloads = {o["metadata"]["name"]: o for o in objs if o["kind"] in ("Deployment", "DaemonSet")}
+    assert set(workloads) == set(deploy_e2e.WORKLOADS)
+    for name, w in workloads.items():
+        sc = w["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+        assert sc["readOnlyRootFilesystem"] is False, name
+    driver = workloads["reference-driver"]["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert driver["capabilities"] == {"drop": ["ALL"], "add": ["DAC_OVERRIDE"]}

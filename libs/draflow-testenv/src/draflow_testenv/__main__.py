@@ -4,7 +4,11 @@
                                                        # start; print addresses; Ctrl-C / SIGTERM stops
     draflow-testenv up --real-node [--state-dir DIR] [--env-only]
                                                        # a real one-node cluster (kubelet, containerd; root)
-                                                       # with draflow installed from overlays/e2e
+                                                       # with draflow installed from overlays/e2e (with
+                                                       # --env-only: its kustomizations only written)
+    draflow-testenv import-image --state-dir DIR --ref REF
+                                                       # the draflow image into every node of that running
+                                                       # real cluster, as REF (Tilt's custom_build)
     draflow-testenv down [--state-dir DIR]             # stop a running `up` (recorded PIDs), remove state
     draflow-testenv demo [--state-dir DIR] [--timeout S]
                                                        # apply deploy/demo to a running `up` (with services
@@ -13,7 +17,9 @@
 
 ``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown:
 unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo), or with
-``--real-node`` (a ``ClusterEnvironment``) draflow installed from ``deploy/kustomize/overlays/e2e``.
+``--real-node`` (a ``ClusterEnvironment``) draflow installed from ``deploy/kustomize/overlays/e2e``, or
+with ``--env-only`` the kustomizations written for someone else to apply (``<state>/kustomize``, and
+``<state>/kustomize-tilt`` for the Tiltfile's ``--real-node`` mode).
 """
 
 from __future__ import annotations
@@ -75,6 +81,30 @@ async def _installed(env: Environment) -> AsyncIterator[object]:
 
 def _install_draflow(env: Environment, args: argparse.Namespace) -> AbstractAsyncContextManager[object]:
     return _installed(env)
+
+
+@contextlib.asynccontextmanager
+async def _written(env: Environment) -> AsyncIterator[object]:
+    from draflow_testenv import deploy_e2e
+    from draflow_testenv.cluster import ClusterEnvironment
+
+    assert isinstance(env, ClusterEnvironment)
+    plain = await asyncio.to_thread(deploy_e2e.write_kustomization, env)
+    tilt = await asyncio.to_thread(deploy_e2e.write_tilt_kustomization, env)
+    _print(f"draflow-testenv: kubectl apply --server-side -k {plain}  (or Tilt: {tilt})")
+    yield None
+
+
+def _write_kustomizations(env: Environment, args: argparse.Namespace) -> AbstractAsyncContextManager[object]:
+    return _written(env)
+
+
+async def _import_image(args: argparse.Namespace) -> int:
+    from draflow_testenv import deploy_e2e
+
+    sockets = await deploy_e2e.import_into_running(_state_dir(args), args.ref)
+    _print(f"draflow-testenv: {args.ref} loaded into {len(sockets)} node(s)")
+    return 0
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -186,9 +216,15 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="apply the demo workload to a running `up`, wait until it runs")
     demo.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
     demo.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for the pods")
+    image = sub.add_parser("import-image", help="build the draflow image and load it into every node of a "
+                                                "running `up --real-node`")
+    image.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
+    image.add_argument("--ref", required=True, help="the image reference to give it (Tilt: $EXPECTED_REF)")
     args = parser.parse_args(argv)
     if args.command == "down":
         return _down(args)
+    if args.command == "import-image":
+        return asyncio.run(_import_image(args))
     if args.command == "demo":
         return asyncio.run(_demo(args))
     state = _state_dir(args)
@@ -198,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(state, ignore_errors=True)  # every `up` starts from a fresh cluster
     if args.real_node and not args.env_only:
         STEPS.append(("install draflow from deploy/kustomize/overlays/e2e", _install_draflow))
+    elif args.real_node:
+        STEPS.append(("write draflow's kustomizations (not applied)", _write_kustomizations))
     elif not args.env_only:
         from draflow_testenv import flow
 

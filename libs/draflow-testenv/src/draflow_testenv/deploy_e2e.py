@@ -24,7 +24,7 @@ import yaml
 
 from draflow_testenv.binaries import ensure_binary, repo_root
 from draflow_testenv.cluster import ClusterEnvironment
-from draflow_testenv.image_draflow import draflow_archive
+from draflow_testenv.image_draflow import DRAFLOW_IMAGE, draflow_archive
 from draflow_testenv.images import run
 from draflow_testenv.servers import HOST, free_port
 
@@ -140,6 +140,46 @@ async def install(env: ClusterEnvironment) -> list[dict[str, Any]]:
 
 
 WORKLOADS = frozenset({"claim-controller", "structured-allocator", "slice-publisher", "reference-driver"})
+KINDS = {"claim-controller": "Deployment", "structured-allocator": "Deployment",
+         "slice-publisher": "DaemonSet", "reference-driver": "DaemonSet"}
+
+
+def write_tilt_kustomization(env: ClusterEnvironment) -> Path:
+    """``<state>/kustomize-tilt/kustomization.yaml``: ``<state>/kustomize`` with writable root filesystems, so
+    Tilt's live update can sync changed sources into the running containers (the Tiltfile's ``--real-node``
+    mode). The reference driver runs as uid 0 without capabilities, and the image's venv belongs to uid
+    65532: without ``DAC_OVERRIDE`` its root cannot replace a file there (tar: "Cannot open: File exists").
+    Returns its directory."""
+    out = env.state_dir / "kustomize-tilt"
+    out.mkdir(parents=True, exist_ok=True)
+    writable: dict[str, Any] = {"readOnlyRootFilesystem": False}
+    patches = [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE},
+                "spec": {"template": {"spec": {"containers": [{"name": name, "securityContext": (
+                    {**writable, "capabilities": {"add": ["DAC_OVERRIDE"]}} if name == "reference-driver"
+                    else writable)}]}}}}
+               for name, kind in sorted(KINDS.items())]
+    doc = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+           "resources": ["../kustomize"],
+           "patches": [{"patch": yaml.safe_dump(p, sort_keys=False)} for p in patches]}
+    (out / "kustomization.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    return out
+
+
+async def import_into_running(state_dir: Path, ref: str) -> list[Path]:
+    """Build (or reuse) the draflow image and load it as ``ref`` into the containerd of every node of the
+    cluster a ``draflow-testenv up --real-node`` runs from ``state_dir`` (Tilt's custom_build in the
+    Tiltfile's ``--real-node`` mode). Returns the containerd sockets it loaded into."""
+    sockets = sorted((state_dir / "nodes").glob("*/containerd/containerd.sock"))
+    if not sockets:
+        raise RuntimeError(f"no node of a running `draflow-testenv up --real-node` under {state_dir}")
+    ctr = (await ensure_binary("containerd")).parent / "ctr"
+    archive = await draflow_archive()
+    for sock in sockets:
+        await run([ctr, "--address", sock, "--namespace", "k8s.io", "images", "import",
+                   "--platform", "linux/amd64", archive])
+        await run([ctr, "--address", sock, "--namespace", "k8s.io", "images", "tag", "--force",
+                   DRAFLOW_IMAGE, ref])
+    return sockets
 
 
 async def workloads_ready(env: ClusterEnvironment) -> bool:
