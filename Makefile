@@ -7,6 +7,7 @@ UV = $(shell hack/ensure-uv.sh)
 PYTEST_ARGS ?=
 E2E ?= 1
 NODES ?= 4
+REAL_NODES ?= 1
 
 .PHONY: help
 help: ## List every target with its one-line description
@@ -69,8 +70,8 @@ up: sync binaries ## The main job: the real local environment (and the services 
 	@$(UV) run --frozen draflow-testenv up --nodes $(NODES)
 
 .PHONY: up-node
-up-node: sync binaries binaries-node ## A real one-node cluster here (kubelet, containerd; root) with draflow from overlays/e2e; Ctrl-C stops it
-	@$(UV) run --frozen draflow-testenv up --real-node
+up-node: sync binaries binaries-node ## A real cluster here (REAL_NODES=1 kubelets + containerds; root) with draflow from overlays/e2e; Ctrl-C stops it
+	@$(UV) run --frozen draflow-testenv up --real-node --real-nodes $(REAL_NODES)
 
 .PHONY: down
 down: ## Stop everything `make up` started and remove its state

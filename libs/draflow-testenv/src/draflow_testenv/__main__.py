@@ -2,8 +2,8 @@
 
     draflow-testenv up [--state-dir DIR] [--nodes N] [--gpus G] [--env-only]
                                                        # start; print addresses; Ctrl-C / SIGTERM stops
-    draflow-testenv up --real-node [--state-dir DIR] [--env-only]
-                                                       # a real one-node cluster (kubelet, containerd; root)
+    draflow-testenv up --real-node [--real-nodes N] [--state-dir DIR] [--env-only]
+                                                       # a real cluster (kubelet, containerd; root) of N nodes
                                                        # with draflow installed from overlays/e2e (with
                                                        # --env-only: its kustomizations only written)
     draflow-testenv import-image --state-dir DIR --ref REF
@@ -48,6 +48,14 @@ def _print(msg: str) -> None:
     print(msg, flush=True)
 
 
+def _nodes(env: Environment) -> str:
+    from draflow_testenv.cluster import ClusterEnvironment
+
+    if isinstance(env, ClusterEnvironment):
+        return ", ".join(f"{n.name} (real, {n.dir})" for n in env.node_layouts)
+    return str(env.nodes)
+
+
 def _summary(env: Environment) -> str:
     rows = [
         ("kubeconfig", str(env.kubeconfig)),
@@ -58,7 +66,7 @@ def _summary(env: Environment) -> str:
         ("OTLP HTTP", env.otlp_http_endpoint),
         ("env file", f"source {env.env_file}"),
         ("logs", str(env.logs_dir)),
-        ("nodes", str(env.nodes)),
+        ("nodes", _nodes(env)),
         ("feature gates", ",".join(env.feature_gates)),
     ]
     width = max(len(k) for k, _ in rows)
@@ -120,7 +128,8 @@ async def _up(args: argparse.Namespace, state: Path) -> int:
     if args.real_node:
         from draflow_testenv.cluster import ClusterEnvironment
 
-        env = ClusterEnvironment(state)
+        names = [f"draflow-node-{i}" for i in range(1, args.real_nodes + 1)]
+        env = ClusterEnvironment(state, node_names=names)
     else:
         env = Environment(state, nodes=args.nodes)
     async with AsyncExitStack() as stack:
@@ -211,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--real-node", action="store_true",
                     help="a real cluster: controller-manager, scheduler, containerd and a kubelet (root), "
                          "draflow installed from deploy/kustomize/overlays/e2e")
+    up.add_argument("--real-nodes", type=int, default=1,
+                    help="with --real-node: how many real nodes (a kubelet and a containerd each)")
     down = sub.add_parser("down", help="stop a running `up` and remove its state")
     down.add_argument("--state-dir", help="state directory (default: <repo>/.draflow)")
     demo = sub.add_parser("demo", help="apply the demo workload to a running `up`, wait until it runs")
