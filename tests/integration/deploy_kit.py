@@ -25,7 +25,7 @@ FIELD_MANAGER = "draflow-deploy-test"
 
 VAP_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 EXPECTED_KINDS: dict[str, set[str]] = {
-    "common": {"Namespace", "ConfigMap"},
+    "common": {"Namespace", "ConfigMap", "ClusterRole"},
     "claim-controller": RBAC_KINDS | {"Deployment"},
     "structured-allocator": RBAC_KINDS | {"Deployment"},
     "slice-publisher": {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"} | VAP_KINDS,

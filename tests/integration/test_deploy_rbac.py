@@ -53,8 +53,12 @@ pytestmark = pytest.mark.integration
 # resourceclaims/binding is the synthetic check of DRAResourceClaimGranularStatusAuthorization (on since
 # 1.36): a status write changing allocation or reservedFor also needs `<verb> resourceclaims/binding`.
 Grant = tuple[str, str, str, str]
+# Every service: the delegated authentication/authorization of its HTTP endpoints (draflow_runtime.httpauth).
+REVIEWS: list[Grant] = [("create", "authentication.k8s.io", "tokenreviews", "cluster"),
+                        ("create", "authorization.k8s.io", "subjectaccessreviews", "cluster")]
 GRANTS: dict[str, list[Grant]] = {
     "claim-controller": [
+        *REVIEWS,
         *[(v, "", "pods", "cluster") for v in ("get", "list", "watch", "delete")],
         ("patch", "", "pods/status", "cluster"),
         ("update", "", "pods/finalizers", "cluster"),
@@ -73,6 +77,7 @@ GRANTS: dict[str, list[Grant]] = {
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
     ],
     "structured-allocator": [
+        *REVIEWS,
         *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
         ("create", "", "pods/binding", "cluster"),
         ("patch", "", "pods/status", "cluster"),
@@ -93,16 +98,19 @@ GRANTS: dict[str, list[Grant]] = {
         ("update", "coordination.k8s.io", "leases", "lease:structured-allocator"),
     ],
     "slice-publisher": [
+        *REVIEWS,
         *[(v, "resource.k8s.io", "resourceslices", "cluster")
           for v in ("get", "list", "watch", "create", "update", "delete")],
         *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
     ],
     "kubelet-dra-shim": [
+        *REVIEWS,
         *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
         *[(v, "resource.k8s.io", "resourceclaims", "cluster") for v in ("get", "list", "watch")],
         ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
     ],
     "reference-driver": [
+        *REVIEWS,
         ("get", "resource.k8s.io", "resourceclaims", "cluster"),
     ],
 }
@@ -160,6 +168,7 @@ DENIED["sim-fleet"] = [
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 API_GROUPS = {
     "pods": "", "nodes": "", "events": "", "leases": "coordination.k8s.io",
+    "tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io",
     **{r: "resource.k8s.io" for r in ("resourceclaims", "resourceclaimtemplates", "resourceslices",
                                        "deviceclasses", "devicetaintrules", "resourcepoolstatusrequests")},
 }
@@ -223,7 +232,7 @@ async def can(kube: KubeClient, ns: str, sa: str, grant: Grant) -> bool:
     elif where == "node-leases":
         attrs["namespace"] = "kube-node-lease"
     elif resource not in ("nodes", "resourceslices", "deviceclasses", "devicetaintrules",
-                          "resourcepoolstatusrequests") and \
+                          "resourcepoolstatusrequests", "tokenreviews", "subjectaccessreviews") and \
             (resource, subresource) != ("resourceclaims", "binding"):  # the API server checks it cluster-wide
         attrs["namespace"] = "default"
     review = {

@@ -87,6 +87,8 @@ async def start_fleet(
             *common,
             "--http-port",
             str(port),
+            "--http-host",  # loopback only: /debug/plugins needs no token (draflow_runtime.httpauth)
+            "127.0.0.1",
             "--boot-id-file",
             str(root / "boot_id"),
             "--lease-renew-interval",

@@ -8,7 +8,9 @@
 
 Every flag has an environment twin: --kubeconfig KUBECONFIG, --nats-url NATS_URL, --jaeger-url JAEGER_URL,
 --allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them),
-status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
+--token DRAFLOW_TOKEN, status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
+``explain`` sends a bearer token to the allocator (its /explain needs one unless it listens on loopback
+only): --token, else the kubeconfig's token; the user needs ClusterRole draflow-debug-reader.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def parser() -> argparse.ArgumentParser:
                    help="Jaeger query URL (env JAEGER_URL; default %(default)s)")
     p.add_argument("--allocator-url", default=env("DRAFLOW_ALLOCATOR_URL", "http://127.0.0.1:8080"),
                    help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; default %(default)s)")
+    p.add_argument("--token", default=env("DRAFLOW_TOKEN") or None,
+                   help="bearer token for the allocator's /explain (env DRAFLOW_TOKEN; default: the "
+                   "kubeconfig's token, if it has one)")
     sub = p.add_subparsers(dest="command", required=True)
     st = sub.add_parser("status", help="devices per node and pool: total, allocated, tainted, unhealthy, "
                         "free; then the structured-allocator's pool status")
@@ -74,7 +79,8 @@ async def run(args: argparse.Namespace) -> str:
     if args.command == "status":
         return await _with_kube(args, lambda k: status.run(k, args.pool_status_wait))
     if args.command == "explain":
-        return await _with_kube(args, lambda k: explain.run(k, args.allocator_url, *args.claim))
+        return await _with_kube(args, lambda k: explain.run(k, args.allocator_url, *args.claim,
+                                                                token=args.token))
     if args.command == "trace":
         return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, *args.claim, wait=args.wait))
     return await events.run(args.nats_url, args.claim, args.last)

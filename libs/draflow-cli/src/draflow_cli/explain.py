@@ -2,7 +2,8 @@
 
 1. The claim itself: allocated → where and which devices; nothing more to explain.
 2. The structured-allocator's explanation, ``GET <allocator-url>/explain/<ns>/<claim>`` (JSON: the
-   message, node filter counts and the best node's per-request funnel).
+   message, node filter counts and the best node's per-request funnel), with a bearer token (``--token``,
+   else the kubeconfig's) when the allocator's endpoints are protected (``draflow_runtime.httpauth``).
 3. If the allocator cannot be reached or has none: the ``PodScheduled`` condition message of the pods
    that use the claim (the allocator writes the same message there).
 """
@@ -109,33 +110,46 @@ def format_conditions(pods: list[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-async def fetch_explanation(allocator_url: str, namespace: str, name: str, *, seconds: float = 5.0) -> Any:
-    """The allocator's JSON, or None when it has no explanation (404) or cannot be reached."""
+async def fetch_explanation(allocator_url: str, namespace: str, name: str, *, token: str | None = None,
+                            seconds: float = 5.0) -> tuple[Any, str]:
+    """The allocator's JSON and "", or None and why there is none (no URL, unreachable, 404, or refused:
+    401/403 when its endpoints need a token the user's identity is not authorized with). ``token`` goes
+    out as ``Authorization: Bearer``; the allocator checks it with the API server (TokenReview and a
+    SubjectAccessReview for ``get`` on the path; ClusterRole ``draflow-debug-reader`` grants it)."""
     if not allocator_url:
-        return None
+        return None, "no allocator URL"
     url = f"{allocator_url.rstrip('/')}/explain/{namespace}/{name}"
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=seconds)) as session,
-            session.get(url) as resp,
+            session.get(url, headers=headers) as resp,
         ):
-            if resp.status != 200:
-                return None
-            return await resp.json()
-    except (aiohttp.ClientError, TimeoutError):
-        return None
+            if resp.status == 200:
+                return await resp.json(), ""
+            if resp.status in (401, 403):
+                text = (await resp.text()).strip()
+                hint = "" if token else " (no token: pass --token or use a kubeconfig with one)"
+                return None, f"HTTP {resp.status} {text}{hint}"
+            return None, f"HTTP {resp.status}"
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        return None, f"unreachable: {type(exc).__name__}"
 
 
-async def run(kube: KubeClient, allocator_url: str, namespace: str, name: str) -> str:
+async def run(kube: KubeClient, allocator_url: str, namespace: str, name: str, *,
+              token: str | None = None) -> str:
+    """``token`` None: the kubeconfig's own bearer token, if it has one."""
     try:
         claim = await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
     except NotFound:
         return f"claim {namespace}/{name} not found"
     if (claim.get("status") or {}).get("allocation"):
         return f"claim {namespace}/{name}: " + describe_allocation(claim)
-    doc = await fetch_explanation(allocator_url, namespace, name)
+    if token is None:
+        token = await kube.bearer_token()
+    doc, why = await fetch_explanation(allocator_url, namespace, name, token=token)
     if doc is not None:
         return format_explanation(doc)
     pods = (await kube.list(PODS, namespace=namespace)).get("items") or []
-    source = f"(no explanation from the allocator at {allocator_url or '<unset>'}; pod conditions)"
+    source = f"(no explanation from the allocator at {allocator_url or '<unset>'}: {why}; pod conditions)"
     return f"claim {namespace}/{name}: not allocated {source}\n" + format_conditions(pods_of(claim, pods))

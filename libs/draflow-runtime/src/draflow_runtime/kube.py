@@ -125,6 +125,15 @@ class KubeClient:
         """Base URL of the API server."""
         return str(self._api.configuration.host)
 
+    async def bearer_token(self) -> str | None:
+        """The bearer token this client authenticates with (a token or exec-plugin kubeconfig, in-cluster
+        service account; refreshed as for a request), None for client-certificate authentication."""
+        value = await self._api.configuration.get_api_key_with_prefix("BearerToken", alias="authorization")
+        if not value:
+            return None
+        scheme, _, token = str(value).partition(" ")
+        return token.strip() if scheme.lower() == "bearer" else str(value).strip()
+
     async def close(self) -> None:
         """Close the connection pool. Idempotent."""
         await self._api.close()

@@ -6,6 +6,10 @@
   with the reason; no ``ready`` callable means always ready.
 - extra routes registered with :meth:`ObservabilityServer.add_route` before :meth:`start` (the
   allocator serves allocation explanations here).
+
+With ``auth`` (:class:`draflow_runtime.httpauth.DelegatedAuth`) every path except ``/healthz`` and
+``/readyz`` (and ``/metrics`` unless ``protect_metrics``) needs a bearer token whose user the API server
+authorizes for that path: 401 without or with a bad token, 403 when denied.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, CollectorRegistry, generate_latest
 
+from draflow_runtime.httpauth import DelegatedAuth, auth_middleware
 from draflow_runtime.log import get_logger
 
 __all__ = ["ObservabilityServer", "ReadyCheck"]
@@ -25,12 +30,14 @@ log = get_logger(__name__)
 #: ``ready()`` may be sync or async and returns a bool.
 ReadyCheck = Callable[[], bool | Awaitable[bool]]
 RouteHandler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+#: Paths every prober may read without a token.
+PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 
 
 class ObservabilityServer:
     """HTTP server for ``/metrics``, ``/healthz``, ``/readyz`` and extra routes.
 
-    ``port=0`` binds a free port; read :attr:`port` after :meth:`start`.
+    ``port=0`` binds a free port; read :attr:`port` after :meth:`start`. ``auth``: see the module docstring.
     """
 
     def __init__(
@@ -40,12 +47,16 @@ class ObservabilityServer:
         ready: ReadyCheck | None = None,
         *,
         registry: CollectorRegistry = REGISTRY,
+        auth: DelegatedAuth | None = None,
+        protect_metrics: bool = False,
     ) -> None:
         self.host = host
         self.port = port
         self._ready = ready
         self._registry = registry
-        self._app = web.Application()
+        open_paths = PROBE_PATHS if protect_metrics else PROBE_PATHS | {"/metrics"}
+        middlewares = [auth_middleware(auth, open_paths.__contains__)] if auth is not None else []
+        self._app = web.Application(middlewares=middlewares)
         self._app.router.add_get("/metrics", self._metrics)
         self._app.router.add_get("/healthz", self._healthz)
         self._app.router.add_get("/readyz", self._readyz)

@@ -31,6 +31,7 @@ from typing import Any
 
 from . import lifecycle
 from .bus import EventBus
+from .httpauth import DelegatedAuth, auth_applies
 from .kube import KubeClient
 from .leader import LeaderElector
 from .log import get_logger
@@ -133,11 +134,18 @@ class ServiceContext:
 
     async def serve_http(self, ready: ReadyCheck | None = None, routes: Iterable[Route] = ()) -> None:
         """Start the ``/metrics``, ``/healthz``, ``/readyz`` server (plus ``routes``) on
-        ``settings.http_port`` (0: none), stopped at shut-down."""
-        self.server = ObservabilityServer(self.settings.http_port, self.settings.http_host, ready=ready)
+        ``settings.http_port`` (0: none), stopped at shut-down. Unless ``settings.http_auth`` says
+        otherwise (:func:`draflow_runtime.httpauth.auth_applies`) every path but the probes (and
+        ``/metrics`` unless ``http_metrics_auth``) needs a token the API server authorizes."""
+        settings = self.settings
+        auth = None
+        if auth_applies(settings.http_auth, settings.http_host):
+            auth = DelegatedAuth(self.kube, cache_seconds=settings.http_auth_cache_seconds)
+        self.server = ObservabilityServer(settings.http_port, settings.http_host, ready=ready, auth=auth,
+                                          protect_metrics=settings.http_metrics_auth)
         for method, path, handler in routes:
             self.server.add_route(method, path, handler)
-        if self.settings.http_port:
+        if settings.http_port:
             self.on_close(self.server.stop, "http server")
             await self.server.start()
 

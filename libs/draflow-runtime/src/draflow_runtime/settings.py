@@ -47,6 +47,7 @@ DEFAULT_DOC_KEY = "default_doc"
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["json", "console"]
+HttpAuthMode = Literal["auto", "on", "off"]
 
 
 def _default_identity() -> str:
@@ -78,6 +79,19 @@ class ServiceSettings(BaseSettings):
         8080, ge=0, le=65535, description="Port of /metrics, /healthz and /readyz; 0 turns the server off."
     )
     http_host: str = Field("0.0.0.0", description="Address the metrics and health server listens on.")
+    http_auth: HttpAuthMode = Field(
+        "auto",
+        description="Bearer token checked with a TokenReview, then a SubjectAccessReview (verb get on the "
+        "path, a non-resource URL) for every HTTP path but /healthz and /readyz (and /metrics unless "
+        "--http-metrics-auth): on, off, or auto (on unless --http-host is a loopback address). 401 without "
+        "or with a bad token, 403 when denied.",
+    )
+    http_metrics_auth: bool = Field(
+        False, description="Also require the token and authorization for /metrics (when --http-auth applies)."
+    )
+    http_auth_cache_seconds: float = Field(
+        10.0, ge=0, description="Seconds a TokenReview or SubjectAccessReview answer is reused (0: never)."
+    )
     leader_elect: bool = Field(False, description="Run only while holding the leader-election Lease.")
     leader_election_namespace: str = Field(
         "draflow-system", description="Namespace of the leader-election Lease."
@@ -97,7 +111,7 @@ class ServiceSettings(BaseSettings):
         json_schema_extra={DEFAULT_DOC_KEY: "<hostname>_<pid>"},
     )
 
-    @field_validator("log_level", "log_format", mode="before")
+    @field_validator("log_level", "log_format", "http_auth", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
