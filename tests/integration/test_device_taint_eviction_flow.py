@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import DEVICE_TAINT_RULES, EVENTS, PODS, RESOURCE_CLAIMS, KubeClient
-from draflow_testenv.fleetflow import ServiceFlow, eventually
+from draflow_runtime.kube import DEVICE_TAINT_RULES, EVENTS, PODS, KubeClient
+from draflow_testenv.fleetflow import ServiceFlow
 
 pytestmark = pytest.mark.integration
 
@@ -53,25 +53,20 @@ async def test_no_execute_rule_evicts_the_running_pod_and_new_pods_avoid_the_dev
             except NotFound:
                 return True
             return current["metadata"]["uid"] != victim["metadata"]["uid"]
-        await eventually(victim_gone, "the pod on the tainted device evicted and gone", check=flow.alive)
+        await flow.until(victim_gone, "the pod on the tainted device evicted and gone")
 
         events = (await kube.list(EVENTS, ns, field_selector="involvedObject.name=victim"))["items"]
         assert [e["message"] for e in events if e["reason"] == "DeviceTaintManagerEviction"] == [
             "Marking for deletion"]
 
-        async def claim_gone() -> bool:
-            try:
-                await kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], namespace=ns)
-            except NotFound:
-                return True
-            return False
-        await eventually(claim_gone, "the evicted pod's claim deallocated and deleted", check=flow.alive)
+        await flow.wait_claim_gone(claim["metadata"]["name"],
+                                   "the evicted pod's claim deallocated and deleted")
 
         async def reported() -> dict[str, Any] | None:
             current = await kube.get(DEVICE_TAINT_RULES, rule_name)
             return next((c for c in (current.get("status") or {}).get("conditions") or ()
                          if c["type"] == "EvictionInProgress" and c["reason"] == "Completed"), None)
-        condition = await eventually(reported, "the rule reports the eviction", check=flow.alive)
+        condition = await flow.until(reported, "the rule reports the eviction")
         assert condition["message"] == "1 pod evicted since starting the controller."
         assert condition["observedGeneration"] == rule["metadata"]["generation"]
 

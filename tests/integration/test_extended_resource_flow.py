@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS, KubeClient
-from draflow_testenv.fleetflow import DRIVER, ServiceFlow, eventually
+from draflow_testenv.fleetflow import DRIVER, ServiceFlow
 
 pytestmark = pytest.mark.integration
 
@@ -86,14 +85,8 @@ async def test_pods_asking_for_dra_backed_extended_resources_run_and_their_claim
         for name, claim in claims.items():
             await kube.delete(PODS, name, namespace=ns)
 
-            async def claim_gone(claim: dict[str, Any] = claim) -> bool:
-                try:
-                    await kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], namespace=ns)
-                except NotFound:
-                    return True
-                return False
-
-            await eventually(claim_gone, f"the extended resource claim of {name} deleted", check=flow.alive)
+            await flow.wait_claim_gone(claim["metadata"]["name"],
+                                       f"the extended resource claim of {name} deleted")
     finally:
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)

@@ -18,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
-from draflow_testenv.fleetflow import DRIVER, ServiceFlow, eventually
+from draflow_runtime.kube import PODS, KubeClient
+from draflow_testenv.fleetflow import DRIVER, ServiceFlow
 from reference_driver.cdi import env_prefix, spec_file_name
 
 pytestmark = pytest.mark.integration
@@ -76,14 +75,7 @@ async def test_claim_with_opaque_config_from_a_template_runs_its_pod(
         # The way back writes the claim again (reservedFor, allocation, finalizer): it must go too.
         await kube.delete(PODS, "configured", namespace=ns)
 
-        async def claim_gone() -> bool:
-            try:
-                await kube.get(RESOURCE_CLAIMS, claim["metadata"]["name"], namespace=ns)
-            except NotFound:
-                return True
-            return False
-
-        await eventually(claim_gone, "the generated claim deallocated and deleted", check=flow.alive)
+        await flow.wait_claim_gone(claim["metadata"]["name"], "the generated claim deallocated and deleted")
         assert not spec_path.exists()
     finally:
         await flow.stop()

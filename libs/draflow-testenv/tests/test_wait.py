@@ -74,6 +74,22 @@ async def test_eventually_retries_a_check_that_asserts_and_reports_its_last_fail
         await eventually(two, 0.2)
 
 
+async def test_eventually_fails_at_once_when_the_abort_check_fails() -> None:
+    polls: list[int] = []
+    alive = iter([True, False])
+
+    def processes_alive() -> None:
+        assert next(alive), "exited: ['kubelet-dra-shim']"
+
+    def never() -> bool:
+        polls.append(1)
+        return False
+
+    with pytest.raises(AssertionError, match=r"exited: \['kubelet-dra-shim'\]"):
+        await eventually(never, 30, "a pod Running", abort=processes_alive)
+    assert len(polls) == 1  # the second round's abort ended the wait; the 30 s were not waited out
+
+
 async def test_consistently_passes_when_the_check_holds_for_the_whole_window() -> None:
     calls = 0
 

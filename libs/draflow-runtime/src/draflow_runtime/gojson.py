@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["dumps", "dumps_recursive", "format_float", "request_body", "yaml_safe"]
+__all__ = ["dumps", "dumps_recursive", "format_float", "go_escapes", "request_body", "yaml_safe"]
 
 _INT64_MIN = -(2**63)
 _INT64_MAX = 2**63 - 1
@@ -59,7 +59,7 @@ def dumps(obj: Any) -> bytes:
     if not _orjson_safe(obj):
         return dumps_recursive(obj)
     try:
-        return _go_escapes(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
+        return go_escapes(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS))
     except orjson.JSONEncodeError as exc:
         raise ValueError(str(exc)) from exc
 
@@ -69,12 +69,15 @@ def dumps_recursive(obj: Any) -> bytes:
     parts: list[str] = []
     _encode(obj, parts)
     try:
-        return _go_escapes("".join(parts).encode())
+        return go_escapes("".join(parts).encode())
     except UnicodeEncodeError as exc:
         raise ValueError(f"string is not valid Unicode: {exc}") from exc
 
 
-def _go_escapes(data: bytes) -> bytes:
+def go_escapes(data: bytes) -> bytes:
+    """JSON ``data`` (orjson's or Python's) with the escapes Go's ``encoding/json`` adds on top: ``<``, ``>``,
+    ``&``, U+2028, U+2029 as ``\\u`` escapes (HTML-safe). Key order and everything else are left as they are
+    (the kubelet checkpoint writes its struct fields in order through this)."""
     for raw, escaped in _GO_ONLY_ESCAPES:
         data = data.replace(raw, escaped)
     return data

@@ -8,10 +8,8 @@ nodes by affinity and name its scheduler.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,29 +26,11 @@ from draflow_runtime.kube import (
     KubeClient,
 )
 
+from .wait import eventually
+
 DRIVER = "gpu.draflow.example"
 WAIT = 120.0  # generous: a shared 2-core machine
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[Any]], what: str, within: float = WAIT, interval: float = 0.5,
-    check: Callable[[], None] | None = None, strict: bool = True,
-) -> Any:
-    """Poll ``probe`` until it returns something truthy; ``check`` (e.g. every service alive) each round.
-    On timeout: raise AssertionError (``strict``) or return the last value, for the caller's more telling
-    assertion."""
-    deadline = time.monotonic() + within
-    last: Any = None
-    while time.monotonic() < deadline:
-        if check is not None:
-            check()
-        last = await probe()
-        if last:
-            return last
-        await asyncio.sleep(interval)
-    if strict:
-        raise AssertionError(f"timed out waiting for {what}; last: {last!r}")
-    return last
+POLL = 0.5  # seconds between two looks at the API server while waiting
 
 
 class ServiceFlow:
@@ -72,6 +52,23 @@ class ServiceFlow:
     def alive(self) -> None:
         dead = [p.name for p in self.procs if not p.running]
         assert not dead, f"exited: {dead}; logs in {self.testenv.logs_dir}"
+
+    async def until(self, probe: Callable[[], Any], what: str, within: float = WAIT) -> Any:
+        """:func:`draflow_testenv.wait.eventually` for this flow: poll ``probe`` every :data:`POLL` seconds
+        until it returns something truthy (and return that); fail after ``within`` seconds, or at once when
+        one of the services has exited (:meth:`alive`)."""
+        return await eventually(probe, within, what, interval=POLL, abort=self.alive)
+
+    async def wait_claim_gone(self, name: str, what: str) -> None:
+        """Until the ResourceClaim ``name`` of the flow's namespace is gone from the API server."""
+        async def gone() -> bool:
+            try:
+                await self.kube.get(RESOURCE_CLAIMS, name, namespace=self.ns)
+            except NotFound:
+                return True
+            return False
+
+        await self.until(gone, what)
 
     async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path) -> None:
         """Start the five services; ``fleet`` is the nodes' root directory (keep it short: unix socket
@@ -121,7 +118,7 @@ class ServiceFlow:
             published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == DRIVER}
             return set(self.nodes) <= published
 
-        await eventually(ready, "every node Ready with ResourceSlices", check=self.alive)
+        await self.until(ready, "every node Ready with ResourceSlices")
 
     async def create_objects(self, *, class_config: Sequence[dict[str, Any]] = (),
                              claim_config: Sequence[dict[str, Any]] = ()) -> None:
@@ -162,8 +159,7 @@ class ServiceFlow:
             pod = await self.kube.get(PODS, name, namespace=self.ns)
             return pod if (pod.get("status") or {}).get("phase") == "Running" else None
 
-        pod: dict[str, Any] = await eventually(running, f"pod {name} Running", within=within,
-                                               check=self.alive)
+        pod: dict[str, Any] = await self.until(running, f"pod {name} Running", within=within)
         assert pod["spec"]["nodeName"] in self.nodes
         return pod
 

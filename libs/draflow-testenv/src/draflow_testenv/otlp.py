@@ -7,7 +7,6 @@ it expects. Point a service at it with ``OTEL_EXPORTER_OTLP_ENDPOINT=http://<end
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from .wait import eventually
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,6 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         self.host = host
         self.port = 0
         self.spans: list[ReceivedSpan] = []
-        self._changed = asyncio.Condition()
         self._server: grpc.aio.Server | None = None
 
     @property
@@ -103,10 +103,7 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
     async def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: grpc.aio.ServicerContext
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        spans = decode(request)
-        async with self._changed:
-            self.spans.extend(spans)
-            self._changed.notify_all()
+        self.spans.extend(decode(request))
         return trace_service_pb2.ExportTraceServiceResponse()
 
     def clear(self) -> None:
@@ -119,16 +116,10 @@ class OtlpReceiver(trace_service_pb2_grpc.TraceServiceServicer):
         self, predicate: Callable[[list[ReceivedSpan]], Any], timeout: float = 10.0  # noqa: ASYNC109
     ) -> Any:
         """Wait until ``predicate(spans)`` is truthy and return its value; TimeoutError names what came."""
-        async def _wait() -> Any:
-            async with self._changed:
-                while True:
-                    result = predicate(list(self.spans))
-                    if result:
-                        return result
-                    await self._changed.wait()
         try:
-            return await asyncio.wait_for(_wait(), timeout)
-        except TimeoutError:
+            return await eventually(lambda: predicate(list(self.spans)), timeout, "matching spans",
+                                    interval=0.02)
+        except AssertionError:
             names = sorted({(s.service_name, s.name) for s in self.spans})
             raise TimeoutError(f"no matching spans after {timeout}s; received {len(self.spans)}: "
                                f"{names[:30]}") from None

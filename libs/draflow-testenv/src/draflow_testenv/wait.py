@@ -1,6 +1,7 @@
 """Waiting in tests: poll the state of the world instead of sleeping a fixed time.
 
-- ``eventually(check, timeout)``: until ``check`` holds (returns something truthy); fails after ``timeout``.
+- ``eventually(check, timeout)``: until ``check`` holds (returns something truthy); fails after ``timeout``,
+  or at once when the optional ``abort`` check fails (a process under test died).
 - ``consistently(check, duration)``: ``check`` holds for the whole of ``duration``; fails the moment it does
   not, saying what it saw and when. This is how a test gives a wrong write the chance to happen: instead of
   ``await asyncio.sleep(1.5)`` and one assertion after, the assertion is polled through the window, so the
@@ -42,12 +43,18 @@ async def eventually(
     what: str = "",
     *,
     interval: float = 0.05,
+    abort: Check | None = None,
 ) -> Any:
     """Poll ``check`` until it returns something truthy and return that; after ``timeout`` seconds raise
     AssertionError naming ``what`` (or ``check``) and the last value seen (or the last AssertionError the
-    check raised)."""
+    check raised).
+
+    ``abort`` (e.g. "every process under test is still running") is called before each poll; an
+    AssertionError it raises fails the wait at once instead of counting as "not yet"."""
     deadline = time.monotonic() + timeout
     while True:
+        if abort is not None:
+            await _call(abort)
         failed: AssertionError | None = None
         try:
             last = await _call(check)

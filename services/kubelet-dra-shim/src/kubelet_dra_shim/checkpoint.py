@@ -49,6 +49,7 @@ import orjson
 
 from draflow_runtime.errors import DraflowError
 from draflow_runtime.files import atomic_write
+from draflow_runtime.gojson import go_escapes
 from draflow_runtime.log import get_logger
 
 log = get_logger(__name__)
@@ -129,24 +130,9 @@ class CheckpointState:
 
 # --- Go encoding/json compatibility ------------------------------------------------------------------
 
-# orjson escapes like Go's encoding/json (\" \\ \b \f \n \r \t, other controls as \u00xx) except for
-# the characters Go's HTML-safe default escapes on top.
-_GO_ESCAPES = (
-    (b"<", b"\\u003c"),
-    (b">", b"\\u003e"),
-    (b"&", b"\\u0026"),
-    ("\u2028".encode(), b"\\u2028"),
-    ("\u2029".encode(), b"\\u2029"),
-)
-
-
 def _go_json(value: Any) -> bytes:
     """``value`` as Go's ``json.Marshal`` writes it (dict keys in the given order; no floats here)."""
-    out = orjson.dumps(value)
-    for raw, escaped in _GO_ESCAPES:
-        if raw in out:
-            out = out.replace(raw, escaped)
-    return out
+    return go_escapes(orjson.dumps(value))
 
 
 def _nil_if_empty(items: list[str]) -> list[str] | None:

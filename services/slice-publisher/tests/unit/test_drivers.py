@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb2
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.drahealth import HEALTH_APIS, HEALTH_SERVICES, HEALTH_V1, HEALTH_V1ALPHA1
 from draflow_runtime.pluginwatcher import single_node_dirs
-from draflow_testenv.wait import consistently
+from draflow_testenv.wait import consistently, eventually
 from slice_publisher.drivers import DriverConnection, RegistryWatcher
 
 NODE = "node-a"
@@ -127,11 +126,9 @@ class Recorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, Any]] = []
         self.reasons: list[str] = []
-        self.changed = asyncio.Event()
 
     def _add(self, kind: str, value: Any) -> None:
         self.events.append((kind, value))
-        self.changed.set()
 
     def on_inventory(self, node: str, driver: str, pools: list[Any]) -> None:
         self._add("inventory", (driver, [len(p.devices) for p in pools]))
@@ -146,16 +143,12 @@ class Recorder:
     def on_health(self, node: str, driver: str, unhealthy: frozenset[tuple[str, str]]) -> None:
         self._add("health", sorted(d for _, d in unhealthy))
 
-    async def wait_for(self, kind: str, value: Any, timeout: float = 5.0) -> float:  # noqa: ASYNC109
-        deadline = time.monotonic() + timeout
-        while (kind, value) not in self.events:
-            self.changed.clear()
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"no {(kind, value)} in {self.events}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), remaining)
-        return time.monotonic()
+    async def wait_for(self, kind: str, value: Any, timeout: float = 5.0) -> None:  # noqa: ASYNC109
+        def seen() -> bool:
+            assert (kind, value) in self.events, f"no {(kind, value)} in {self.events}"
+            return True
+
+        await eventually(seen, timeout, f"{kind} {value!r}", interval=0.01)
 
 
 @pytest.fixture
