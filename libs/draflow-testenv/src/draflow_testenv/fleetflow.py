@@ -25,6 +25,7 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
+from draflow_testenv.servers import free_port
 
 from .wait import eventually
 
@@ -48,6 +49,7 @@ class ServiceFlow:
         self.device_class = f"wf-{suffix}.gpu.draflow.example"
         self.fleet: Path | None = None
         self.procs: list[Any] = []
+        self.http_ports: dict[str, int] = {}  # service -> its /healthz port, when started with http=True
 
     def alive(self) -> None:
         dead = [p.name for p in self.procs if not p.running]
@@ -70,12 +72,14 @@ class ServiceFlow:
 
         await self.until(gone, what)
 
-    async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path) -> None:
+    async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path, *,
+                    http: bool = False) -> None:
         """Start the five services; ``fleet`` is the nodes' root directory (keep it short: unix socket
-        paths are at most 107 bytes)."""
+        paths are at most 107 bytes). ``http``: each serves /healthz, /readyz and /metrics on a loopback
+        port of its own (``http_ports``)."""
         self.fleet = fleet
         bin_dir = Path(sys.executable).parent
-        common = ["--nats-url", self.testenv.nats_url, "--http-port", "0", "--log-format", "json"]
+        common = ["--nats-url", self.testenv.nats_url, "--log-format", "json"]
         fleet_nodes = ["--node-count", str(len(self.nodes)), "--node-name-prefix", self.prefix,
                        "--fleet-root", str(fleet)]
         runs = [
@@ -88,8 +92,12 @@ class ServiceFlow:
         # Spans reach Jaeger within a fraction of a second instead of the default 5 s batches.
         env = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
         for service, args in runs:
+            port = free_port() if http else 0
+            if port:
+                self.http_ports[service] = port
             self.procs.append(await run_service(
-                [str(bin_dir / service), *common, *args], env=env, name=f"{service}-{self.prefix}"))
+                [str(bin_dir / service), *common, "--http-port", str(port), "--http-host", "127.0.0.1",
+                 *args], env=env, name=f"{service}-{self.prefix}"))
 
     def cdi_root(self, node: str) -> Path:
         """Where the reference driver writes ``node``'s CDI spec files."""
