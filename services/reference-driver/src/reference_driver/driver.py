@@ -93,11 +93,22 @@ class Registration(reg_grpc.RegistrationServicer):
         self.node.registered = request.plugin_registered
         with bind(node=self.node.node_name, driver=self.node.identity.driver_name):
             if not request.plugin_registered:
-                log.error("kubelet rejected the plugin registration", error=request.error)
+                # Anyone who can reach the socket may send this: bound what is logged and echoed (a
+                # gRPC status message travels in a trailer; clients refuse trailers over 16 KiB).
+                error = _bounded(request.error)
+                log.error("kubelet rejected the plugin registration", error=error)
                 # Upstream answers with an error too; the kubelet ignores it.
-                await context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {request.error}")
+                await context.abort(grpc.StatusCode.UNKNOWN, f"failed registration process: {error}")
             log.info("plugin registered with the kubelet")
         return reg_pb.RegistrationStatusResponse()
+
+
+ECHO_LIMIT = 1024
+"""Characters of a caller's error text the driver logs and echoes back."""
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= ECHO_LIMIT else f"{text[:ECHO_LIMIT]}... ({len(text)} characters)"
 
 
 def _claims(request: Any) -> Sequence[tuple[str, str, str]]:
