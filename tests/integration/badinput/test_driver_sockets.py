@@ -102,7 +102,8 @@ async def test_grpc_calls_with_bad_payloads_get_a_status(stack: Stack) -> None:
             await stub.NodePrepareResources(huge, timeout=60)
         assert err.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, err.value
         # claims that do not exist, nonsense names, duplicates: one error per claim, nothing prepared
-        junk = [dra_v1.Claim(namespace=stack.ns, name=f"nosuch-{i}", uid=str(uuid.uuid4())) for i in range(300)]
+        junk = [dra_v1.Claim(namespace=stack.ns, name=f"nosuch-{i}", uid=str(uuid.uuid4()))
+                for i in range(300)]
         junk += [dra_v1.Claim(namespace="", name="", uid=""), dra_v1.Claim(namespace="../..", name="/etc",
                                                                           uid="../../x")]
         reply = await stub.NodePrepareResources(dra_v1.NodePrepareResourcesRequest(claims=junk), timeout=120)
