@@ -130,3 +130,12 @@ def test_the_allocator_gets_the_gates_the_apiserver_accepted() -> None:
     features = settings.allocator_features
     assert features.list_type_attributes and features.compatibility_groups
     assert not features.derived_attributes
+
+
+def test_the_shim_gets_the_gates_the_apiserver_accepted() -> None:
+    env = Environment(Path("/tmp/draflow-flow-test"))
+    env.feature_gates = ["DRAListTypeAttributes"]
+    env.rejected_feature_gates = ["DRAOptionalNodeOperations"]
+    commands = dict(service_commands(env, nodes=1, gpus=1, allocator_port=12345))
+    settings = load_settings(settings_class("kubelet-dra-shim"), commands["kubelet-dra-shim"][1:])
+    assert settings.gates["DRAListTypeAttributes"] and not settings.gates["DRAOptionalNodeOperations"]

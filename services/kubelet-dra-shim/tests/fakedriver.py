@@ -80,6 +80,7 @@ class FakeDriver:
         self.health_streams: list[str] = []  # the service of every NodeWatchResources call received
         self.registrations: list[tuple[bool, str]] = []
         self.prepare_calls = 0
+        self.unprepared: list[str] = []  # claim UIDs of every NodeUnprepareResources received
         self.device_health: dict[tuple[str, str], int] = {}
         self._health_changed = asyncio.Event()
         self._servers: list[grpc.aio.Server] = []
@@ -218,6 +219,7 @@ class _Dra:
     async def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
         resp = self.m.NodeUnprepareResourcesResponse()
         for c in request.claims:
+            self.d.unprepared.append(c.uid)
             with contextlib.suppress(FileNotFoundError):
                 self.d.spec_path(c.uid).unlink()
             resp.claims[c.uid].error = ""

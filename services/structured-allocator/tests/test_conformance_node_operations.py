@@ -8,11 +8,14 @@ Case format and runner: ``conformance_kit.py``; mapping to upstream's table: ``c
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from conformance_kit import Case, check_case, params
 from sa_builders import NODE, alloc, claim, dev, req, res, rslice
 
 from structured_allocator.core import Features
+from structured_allocator.nodes import claim_selector_reason
 
 OPS = Features(optional_node_operations=True)
 DECLARING = {**NODE, "status": {"declaredFeatures": ["SomethingElse", "DRAOptionalNodeOperations"]}}
@@ -68,3 +71,26 @@ CASES: dict[str, Case] = {
 @pytest.mark.parametrize("case", params(CASES))
 def test_optional_node_operations(case: Case) -> None:
     check_case(case)
+
+
+# An allocated claim: kube-scheduler's DynamicResources Filter (v1.37.1 dynamicresources.go,
+# allocationResultRequiresDRAOptionalNodeOperations) keeps its pod off nodes that do not declare
+# DRAOptionalNodeOperations, whatever the scheduler's own gate says.
+ALLOCATED_SKIPPING = {"devices": {"results": [
+    {"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0", "skipNodeOperations": ["*"]}]}}
+ALLOCATED_PLAIN = {"devices": {"results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0"}]}}
+
+
+@pytest.mark.parametrize(("node", "allocation", "refused"), [
+    pytest.param(DECLARING, ALLOCATED_SKIPPING, False, id="declaring-node"),
+    pytest.param(OTHER_FEATURES, ALLOCATED_SKIPPING, True, id="node-without-the-feature"),
+    pytest.param(NODE, ALLOCATED_SKIPPING, True, id="node-declaring-nothing"),
+    pytest.param(NODE, ALLOCATED_PLAIN, False, id="no-skips-any-node"),
+])
+def test_an_allocated_claim_that_skips_node_operations_needs_a_declaring_node(
+    node: dict[str, Any], allocation: dict[str, Any], refused: bool
+) -> None:
+    reason = claim_selector_reason(node, [allocation])
+    assert (reason is not None) == refused, reason
+    if refused:
+        assert "does not declare DRAOptionalNodeOperations" in str(reason)

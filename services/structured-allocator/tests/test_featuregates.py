@@ -27,7 +27,7 @@ def test_the_default_settings_follow_the_apiserver_gates() -> None:
     # Before: the service built Features() with DRAListTypeAttributes off while testenv had it on.
     features = Settings().allocator_features
     assert features.list_type_attributes and features.compatibility_groups and features.derived_attributes
-    assert not features.optional_node_operations  # off upstream and in the test environment
+    assert features.optional_node_operations  # alpha, off upstream, on in the test environment (issue 13)
 
 
 def test_explicit_values_win_and_map_like_kube_scheduler() -> None:

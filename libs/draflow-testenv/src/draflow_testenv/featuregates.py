@@ -33,14 +33,12 @@ WANTED_GATES = (
     "DRADerivedAttributes",
     "DRAResourcePoolStatus",
     "DRAPartitionableDevicesType",
+    "DRAOptionalNodeOperations",
 )
 
 # DRA gates the pinned kube-apiserver accepts that draflow does not switch on yet, with the reason
 # (issue 13). A DRA gate the binary lists that is in neither tuple fails test_featuregates.
 NOT_WANTED_GATES: dict[str, str] = {
-    "DRAOptionalNodeOperations": "the allocator honours skipNodeOperations and node declaredFeatures, but "
-    "kubelet-dra-shim still calls NodePrepare/NodeUnprepareResources for such devices and simulated nodes "
-    "do not declare the feature",
     "DRANodeAllocatableResources": "not implemented (node-allocatable resources backed by devices)",
     "DRAWorkloadResourceClaims": "not implemented (PodGroup / workload claims)",
 }

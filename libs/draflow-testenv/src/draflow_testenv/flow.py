@@ -89,16 +89,16 @@ def service_commands(
     fleet = fleet_root(env.state_dir)
     common = ["--nats-url", env.nats_url, "--log-format", "json"]
     fleet_nodes = ["--node-count", str(nodes), "--node-name-prefix", NODE_PREFIX, "--fleet-root", fleet]
+    gates = ["--feature-gates", gates_flag(env.feature_gates, env.rejected_feature_gates)]
     return [
         ("reference-driver", [_bin("reference-driver"), *common, *fleet_nodes,
                               "--profile", "partitionable", "--gpu-count", str(gpus), "--http-port", "0"]),
-        ("kubelet-dra-shim", [_bin("kubelet-dra-shim"), *common, *fleet_nodes, "--http-port", "0"]),
+        ("kubelet-dra-shim", [_bin("kubelet-dra-shim"), *common, *fleet_nodes, "--http-port", "0", *gates]),
         ("slice-publisher", [_bin("slice-publisher"), *common, "--fleet-root", fleet, "--wipe-foreign-slices",
                              "--http-port", "0"]),
         ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
         ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
-                                  "--http-port", str(allocator_port), "--feature-gates",
-                                  gates_flag(env.feature_gates, env.rejected_feature_gates)]),
+                                  "--http-port", str(allocator_port), *gates]),
     ]
 
 

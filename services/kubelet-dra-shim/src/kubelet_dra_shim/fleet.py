@@ -28,6 +28,8 @@ from .checkpoint import read_boot_id
 from .claimevents import Allocated, ClaimEvents, subscribe_allocated
 from .health import NodeHealth
 from .manager import TRACER_NAME, NodeManager
+from .nodeops import GATE as OPTIONAL_NODE_OPERATIONS
+from .nodeops import declared_features
 from .plugins import PluginStore
 from .pods import NodeKey, PodController
 from .registration import registration_watcher
@@ -71,6 +73,7 @@ class Fleet:
         self.events = ClaimEvents(events)
         self.boot_id = read_boot_id(settings.boot_id_file)
         names = settings.node_names()
+        gates = settings.gates
         tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
         self.nodes: dict[str, Node] = {}
         for name in names:
@@ -85,6 +88,7 @@ class Fleet:
                 boot_id=self.boot_id,
                 rpc_timeout=settings.rpc_timeout,
                 reprepare_after_restart=settings.reprepare_after_restart,
+                optional_node_operations=gates[OPTIONAL_NODE_OPERATIONS],
                 tracer=tracer,
             )
             health = NodeHealth(name, store, self._health_changed) if settings.health else None
@@ -108,6 +112,7 @@ class Fleet:
                 lease_renew_interval=settings.lease_renew_interval,
                 node_status_interval=settings.node_status_interval,
                 concurrency=settings.heartbeat_concurrency,
+                declared_features=declared_features(gates),
             )
             if settings.simulate_kubelet
             else None

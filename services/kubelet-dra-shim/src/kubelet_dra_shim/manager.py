@@ -10,6 +10,11 @@ Contract (same as kubelet's ``pkg/kubelet/cm/dra``):
 - :meth:`NodeManager.unprepare_pod` / :meth:`NodeManager.release_inactive` never read the API server:
   everything needed to unprepare is in the checkpoint, so force-deleted pods and deleted claims are
   still cleaned up. A claim is unprepared only when no pod on the node still references it.
+- Optional node operations (DRAOptionalNodeOperations, :mod:`.nodeops`): a driver whose every device
+  result in the claim skips ``NodePrepareResources`` / ``NodeUnprepareResources`` (``*``: both) is not
+  called for it, and needs not be registered; the claim is still recorded (pods, the driver with no
+  devices, its ``skipNodeOperations``) and checkpointed, and counts as prepared. With the gate off such
+  a claim fails (as on a kubelet with the gate off).
 - After a restart every claim in the checkpoint is considered unprepared and prepared again once (the
   driver must be idempotent). With ``reprepare_after_restart=False`` this happens only after a reboot
   (the checkpoint's boot ID differs), the case where CDI specs on tmpfs and device state were lost.
@@ -40,6 +45,8 @@ from . import checkpoint
 from .checkpoint import ClaimInfo
 from .claimevents import ClaimEvents
 from .driverrpc import ClaimFailure, DriverCalls, claim_key
+from .nodeops import GATE as OPTIONAL_NODE_OPERATIONS
+from .nodeops import PREPARE, UNPREPARE, driver_skips, skips
 from .plugins import PluginStore
 from .podclaims import check_claim_for_pod, claim_drivers, pod_claims
 
@@ -70,6 +77,7 @@ class _Candidate:
     pod_claim_name: str
     claim: dict[str, Any]
     drivers: list[str]
+    skip_ops: dict[str, list[str]]  # driver -> node operations its results all skip (nodeops)
 
 
 class NodeManager:
@@ -86,6 +94,7 @@ class NodeManager:
         boot_id: str,
         rpc_timeout: float = 45.0,
         reprepare_after_restart: bool = True,
+        optional_node_operations: bool = True,
         tracer: trace.Tracer | None = None,
     ) -> None:
         self.node = node
@@ -97,6 +106,7 @@ class NodeManager:
         self.boot_id = boot_id
         self.rpc_timeout = rpc_timeout
         self.reprepare_after_restart = reprepare_after_restart
+        self.optional_node_operations = optional_node_operations  # DRAOptionalNodeOperations gate
         self.tracer = tracer or trace.get_tracer(TRACER_NAME)
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
@@ -198,7 +208,15 @@ class NodeManager:
             if reason:
                 outcome.waiting[ref.name] = f"ResourceClaim {ref.claim_name}: {reason}"
                 continue
-            candidates.append(_Candidate(ref.name, claim, claim_drivers(claim)))
+            skip_ops = driver_skips(claim)
+            if skip_ops and not self.optional_node_operations:
+                outcome.failures.append(ClaimFailure(
+                    f"{namespace}/{ref.claim_name}", ",".join(sorted(skip_ops)),
+                    f"the allocation skips node operations ({OPTIONAL_NODE_OPERATIONS}), but the "
+                    "feature gate is disabled on kubelet-dra-shim",
+                ))
+                continue
+            candidates.append(_Candidate(ref.name, claim, claim_drivers(claim), skip_ops))
         return candidates
 
     async def _prepare_locked(
@@ -212,7 +230,8 @@ class NodeManager:
             info = self.claims.get(meta["uid"])
             if info is None:
                 info = ClaimInfo(
-                    meta["uid"], meta["name"], meta["namespace"], drivers={d: [] for d in cand.drivers}
+                    meta["uid"], meta["name"], meta["namespace"], drivers={d: [] for d in cand.drivers},
+                    skip_node_operations=cand.skip_ops,
                 )
                 self.claims[info.claim_uid] = info
                 changed = True
@@ -239,6 +258,10 @@ class NodeManager:
         by_driver: dict[str, list[ClaimInfo]] = defaultdict(list)
         for _, info in todo.values():
             for driver in info.drivers:
+                if skips(info.skip_node_operations.get(driver, ()), PREPARE):
+                    log.info("node operation skipped", node=self.node, claim=claim_key(info),
+                             driver=driver, operation=PREPARE)
+                    continue
                 by_driver[driver].append(info)
         results = await asyncio.gather(
             *(self.calls.prepare(driver, infos, pod_key) for driver, infos in by_driver.items())
@@ -283,7 +306,12 @@ class NodeManager:
             return []
         by_driver: dict[str, list[ClaimInfo]] = defaultdict(list)
         for info in orphans:
-            for driver in info.drivers:
+            for driver in list(info.drivers):
+                if skips(info.skip_node_operations.get(driver, ()), UNPREPARE):
+                    del info.drivers[driver]  # nothing to call: the driver is done with the claim
+                    log.info("node operation skipped", node=self.node, claim=claim_key(info),
+                             driver=driver, operation=UNPREPARE)
+                    continue
                 by_driver[driver].append(info)
         results = await asyncio.gather(*(self.calls.unprepare(d, infos) for d, infos in by_driver.items()))
         failures = [f for r in results for f in r]

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from draflow_runtime import featuregates
 from draflow_runtime.nodeagent import FleetSettings
 
 
@@ -85,6 +86,25 @@ class ShimSettings(FleetSettings):
     heartbeat_concurrency: int = Field(
         16, ge=1, description="Simulated kubelet: concurrent Lease/Node writes during one heartbeat round."
     )
+
+    feature_gates: str = Field(
+        "",
+        description="DRA feature gates as the kubelet's --feature-gates (Name=true|false, comma-separated); "
+        "unset gates keep draflow's defaults (Kubernetes 1.37's plus the alpha gates draflow's test "
+        "environment turns on). DRAOptionalNodeOperations: skip the driver calls an allocation says to "
+        "skip; with DRANodeAllocatableResources, simulated nodes declare both in status.declaredFeatures.",
+    )
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        featuregates.parse(value)  # ValueError names the bad entry
+        return value
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """Every DRA feature gate's value (see :mod:`draflow_runtime.featuregates`)."""
+        return featuregates.parse(self.feature_gates)
 
     def node_paths(self, node: str) -> NodePaths:
         if not self.fleet_mode:

@@ -160,9 +160,12 @@ def _container_status(
     return status
 
 
-def node_object(name: str, cpu: str, memory: str, pods: str, now: str) -> dict[str, Any]:
+def node_object(
+    name: str, cpu: str, memory: str, pods: str, now: str, declared: Sequence[str] = ()
+) -> dict[str, Any]:
+    """The Node a kubelet registers; ``declared``: ``status.declaredFeatures`` (left out when empty)."""
     capacity = {"cpu": cpu, "memory": memory, "pods": pods}
-    return {
+    node: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
@@ -194,6 +197,9 @@ def node_object(name: str, cpu: str, memory: str, pods: str, now: str) -> dict[s
             },
         },
     }
+    if declared:
+        node["status"]["declaredFeatures"] = list(declared)
+    return node
 
 
 def ready_condition(heartbeat: str, transition: str) -> dict[str, Any]:
@@ -221,8 +227,10 @@ class SimKubelet:
         lease_renew_interval: float = 10.0,
         node_status_interval: float = 60.0,
         concurrency: int = 16,
+        declared_features: Sequence[str] = (),
     ) -> None:
         self.kube = kube
+        self.declared_features = list(declared_features)
         self.nodes = list(nodes)
         self.cpu, self.memory, self.pods = cpu, memory, pods
         self.lease_renew_interval = lease_renew_interval
@@ -249,9 +257,8 @@ class SimKubelet:
     async def _register(self, name: str) -> None:
         now = now_rfc3339()
         try:
-            node = await self.kube.create(
-                NODES, node_object(name, self.cpu, self.memory, self.pods, now), field_manager=FIELD_MANAGER
-            )
+            obj = node_object(name, self.cpu, self.memory, self.pods, now, self.declared_features)
+            node = await self.kube.create(NODES, obj, field_manager=FIELD_MANAGER)
             log.info("node registered", node=name)
         except AlreadyExists:
             node = await self.kube.get(NODES, name)
@@ -261,22 +268,19 @@ class SimKubelet:
 
     async def _heartbeat_node(self, name: str) -> None:
         now = now_rfc3339()
-        # Strategic merge: conditions merge by type, so only Ready is touched.
+        # Strategic merge: conditions merge by type, so only Ready is touched; declaredFeatures is an
+        # atomic list, written (as the kubelet does on every status update) only when there is one.
+        status: dict[str, Any] = {
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "lastHeartbeatTime": now}
+            ]
+        }
+        if self.declared_features:
+            status["declaredFeatures"] = self.declared_features
         await self.kube.patch(
             NODES,
             name,
-            {
-                "status": {
-                    "conditions": [
-                        {
-                            "type": "Ready",
-                            "status": "True",
-                            "reason": "KubeletReady",
-                            "lastHeartbeatTime": now,
-                        }
-                    ]
-                }
-            },
+            {"status": status},
             patch_type="strategic",
             subresource="status",
             field_manager=FIELD_MANAGER,

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from .core.pools import node_selector_matches
+from .core.run_state import OPTIONAL_NODE_OPERATIONS
 from .core.selection import tolerates
 
 __all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates", "unsupported_reason"]
@@ -77,18 +78,31 @@ def node_filter_reason(node: Mapping[str, Any], pod: Mapping[str, Any]) -> str |
 
 
 def claim_selector_reason(node: Mapping[str, Any], allocations: Iterable[Mapping[str, Any]]) -> str | None:
-    """Why already-allocated claims (their ``nodeSelector``) rule ``node`` out, or None."""
+    """Why already-allocated claims rule ``node`` out, or None: their ``nodeSelector``, or (as
+    kube-scheduler's DynamicResources Filter, whatever the DRAOptionalNodeOperations gate says) a result
+    with ``skipNodeOperations`` on a node that does not declare DRAOptionalNodeOperations."""
     for allocation in allocations:
         selector = allocation.get("nodeSelector")
-        if selector is None:
-            continue
-        try:
-            ok = node_selector_matches(node, selector)
-        except ValueError:
-            ok = False
-        if not ok:
-            return "cannot use the node of an already allocated claim"
+        if selector is not None:
+            try:
+                ok = node_selector_matches(node, selector)
+            except ValueError:
+                ok = False
+            if not ok:
+                return "cannot use the node of an already allocated claim"
+        if _skips_node_operations(allocation) and OPTIONAL_NODE_OPERATIONS not in _declared(node):
+            return ("an already allocated claim skips node operations, and the node does not declare "
+                    "DRAOptionalNodeOperations")
     return None
+
+
+def _skips_node_operations(allocation: Mapping[str, Any]) -> bool:
+    results = (allocation.get("devices") or {}).get("results") or ()
+    return any(r.get("skipNodeOperations") for r in results)
+
+
+def _declared(node: Mapping[str, Any]) -> list[str]:
+    return (node.get("status") or {}).get("declaredFeatures") or []
 
 
 def unsupported_reason(pod: Mapping[str, Any]) -> str | None:
