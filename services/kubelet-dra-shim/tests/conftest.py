@@ -14,7 +14,8 @@ import pytest_asyncio
 
 from draflow_testenv.identity import ServiceIdentity
 
-sys.path.insert(0, str(Path(__file__).parent))  # fakedriver, helpers
+sys.path.insert(0, str(Path(__file__).parent))  # fakedriver, helpers, shimenv
+from shimenv import env  # noqa: F401  (fixture: one simulated node, a test driver, its shims)
 
 
 @pytest.fixture

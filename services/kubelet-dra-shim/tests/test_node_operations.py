@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import claim, device_class, eventually, pod
-from test_integration import DRIVER, Env, _gone, _running
-from test_integration import env as _env_fixture  # noqa: F401  (registers the fixture "env" here)
+from shimenv import DRIVER, Env, _gone, _running
 
 from draflow_runtime.kube import EVENTS, NODES, PODS, RESOURCE_CLAIMS
 

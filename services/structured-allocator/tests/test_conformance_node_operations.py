@@ -78,7 +78,8 @@ def test_optional_node_operations(case: Case) -> None:
 # DRAOptionalNodeOperations, whatever the scheduler's own gate says.
 ALLOCATED_SKIPPING = {"devices": {"results": [
     {"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0", "skipNodeOperations": ["*"]}]}}
-ALLOCATED_PLAIN = {"devices": {"results": [{"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0"}]}}
+ALLOCATED_PLAIN = {"devices": {"results": [
+    {"request": "gpu", "driver": "d", "pool": "p", "device": "gpu-0"}]}}
 
 
 @pytest.mark.parametrize(("node", "allocation", "refused"), [

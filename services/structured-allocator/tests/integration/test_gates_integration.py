@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from sa_kit import Kit
 
-from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES
+from draflow_runtime.kube import NODES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from draflow_testenv.featuregates import WANTED_GATES
 
 pytestmark = pytest.mark.integration
@@ -105,3 +105,26 @@ async def test_derived_attributes_align_devices_of_two_drivers(kit: Kit) -> None
                                "constraints": [{"matchAttribute": "derived/numa"}]})
     assert await kit.wait_bound("p") == node
     assert results(await kit.claim_of("p")) == ["gpu-0", "gpu-2"]
+
+
+async def test_devices_skipping_node_operations_go_to_the_node_that_declares_the_feature(kit: Kit) -> None:
+    assert "DRAOptionalNodeOperations" in WANTED_GATES
+
+    async def skipping_slice(node: str) -> None:
+        await create_slice(kit, f"{node}-skip", {
+            "nodeName": node, "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "skipNodeOperations": ["*"], "devices": [{"name": "gpu-0"}]})
+
+    plain = await kit.node("plain")
+    await skipping_slice(plain)
+    await kit.device_class_()
+    await kit.start()
+    await claim_pod(kit, "p", {"requests": [request(kit)]})
+    await kit.wait_condition("p")  # the only node does not declare the feature
+    declaring = await kit.node("declaring")
+    await kit.kube.patch(NODES, declaring, {"status": {"declaredFeatures": ["DRAOptionalNodeOperations"]}},
+                         subresource="status")
+    await skipping_slice(declaring)
+    assert await kit.wait_bound("p") == declaring
+    [result] = (await kit.claim_of("p"))["status"]["allocation"]["devices"]["results"]
+    assert result["skipNodeOperations"] == ["*"]
