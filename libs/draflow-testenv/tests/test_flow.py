@@ -73,7 +73,8 @@ def test_the_demo_loads_in_kustomization_order() -> None:
 @pytest.mark.timeout(600)
 async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -> None:
     """`draflow-testenv up` minus the waiting for Ctrl-C, in an environment of its own (a second
-    allocator on the shared test environment would schedule other tests' pods)."""
+    allocator on the shared test environment would schedule other tests' pods), with `up`'s default
+    nats-server: TLS with client certificates and a user per service under the deploy's permissions."""
     import argparse
     from contextlib import AsyncExitStack
 
@@ -85,7 +86,7 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
 
     args = argparse.Namespace(nodes=2, gpus=8, demo_timeout=240.0)
     # a temporary state dir of its own: short enough for the drivers' unix socket paths
-    async with Environment(nodes=2) as env, AsyncExitStack() as stack:
+    async with Environment(nodes=2, secure_nats=True) as env, AsyncExitStack() as stack:
         for _, step in STEPS:
             await stack.enter_async_context(step(env, args))
         out = capsys.readouterr().out
@@ -109,7 +110,8 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
         assert "15/15 runnable pods Running" in out
         assert "12 needed" in out, "the explanation of the claim that cannot fit is shown"
         assert f"{env.jaeger_query_url}/trace/" in out
-        nc = await nats.connect(env.nats_url)
+        assert env.secure_nats is not None
+        nc = await nats.connect(env.nats_url, **env.secure_nats.security("reader").connect_options())
         try:
             async def stored() -> set[str] | None:  # each service delivers its events in the background
                 timeline = await claim_timeline(nc.jetstream(), DEMO_NAMESPACE, generated)

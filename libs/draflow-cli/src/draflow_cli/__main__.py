@@ -8,7 +8,9 @@
 
 Every flag has an environment twin: --kubeconfig KUBECONFIG, --nats-url NATS_URL, --jaeger-url JAEGER_URL,
 --allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them),
---token DRAFLOW_TOKEN, status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
+--token DRAFLOW_TOKEN, status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT; NATS credentials and TLS:
+--nats-creds NATS_CREDS, --nats-user NATS_USER, --nats-password NATS_PASSWORD, --nats-ca NATS_CA,
+--nats-cert NATS_CERT, --nats-key NATS_KEY.
 ``explain`` sends a bearer token to the allocator (its /explain needs one unless it listens on loopback
 only): --token, else the kubeconfig's token; the user needs ClusterRole draflow-debug-reader.
 """
@@ -21,6 +23,7 @@ import os
 import sys
 from collections.abc import Awaitable, Callable
 
+from draflow_runtime.busauth import NatsSecurity
 from draflow_runtime.kube import KubeClient
 
 from . import events, explain, status, trace
@@ -47,6 +50,15 @@ def parser() -> argparse.ArgumentParser:
                    help="Jaeger query URL (env JAEGER_URL; default %(default)s)")
     p.add_argument("--allocator-url", default=env("DRAFLOW_ALLOCATOR_URL", "http://127.0.0.1:8080"),
                    help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; default %(default)s)")
+    p.add_argument("--nats-creds", default=env("NATS_CREDS"), help="NATS credentials file (env NATS_CREDS)")
+    p.add_argument("--nats-user", default=env("NATS_USER"), help="NATS user (env NATS_USER)")
+    p.add_argument("--nats-password", default=env("NATS_PASSWORD"),
+                   help="NATS password (env NATS_PASSWORD; better there than on the command line)")
+    p.add_argument("--nats-ca", default=env("NATS_CA"), help="CA of the NATS server's certificate; turns TLS "
+                   "on (env NATS_CA)")
+    p.add_argument("--nats-cert", default=env("NATS_CERT"),
+                   help="client certificate for NATS (env NATS_CERT)")
+    p.add_argument("--nats-key", default=env("NATS_KEY"), help="its private key (env NATS_KEY)")
     p.add_argument("--token", default=env("DRAFLOW_TOKEN") or None,
                    help="bearer token for the allocator's /explain (env DRAFLOW_TOKEN; default: the "
                    "kubeconfig's token, if it has one)")
@@ -83,7 +95,10 @@ async def run(args: argparse.Namespace) -> str:
                                                                 token=args.token))
     if args.command == "trace":
         return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, *args.claim, wait=args.wait))
-    return await events.run(args.nats_url, args.claim, args.last)
+    security = NatsSecurity(
+        creds_file=args.nats_creds, user=args.nats_user, password=args.nats_password,
+        tls_ca_file=args.nats_ca, tls_cert_file=args.nats_cert, tls_key_file=args.nats_key)
+    return await events.run(args.nats_url, args.claim, args.last, security)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ import nats
 import nats.errors
 import nats.js.errors
 
+from draflow_runtime.busauth import NatsSecurity
 from draflow_runtime.lifecycle import ClaimEvent, PoolChanged, claim_timeline, kind_name, recent_events
 
 
@@ -53,9 +54,13 @@ def format_events(events: list[ClaimEvent | PoolChanged]) -> str:
     return "\n".join(f"{_when(e)}  {describe(e)}" for e in events)
 
 
-async def run(nats_url: str, claim: tuple[str, str] | None, last: int) -> str:
+async def run(nats_url: str, claim: tuple[str, str] | None, last: int,
+              security: NatsSecurity | None = None) -> str:
+    """``security``: credentials and TLS (the server gives a reader the ``DRAFLOW_READER`` permissions of
+    ``deploy/kustomize/components/nats-auth/permissions.conf``)."""
     try:
-        nc = await nats.connect(nats_url, connect_timeout=3, max_reconnect_attempts=0, allow_reconnect=False)
+        nc = await nats.connect(nats_url, connect_timeout=3, max_reconnect_attempts=0, allow_reconnect=False,
+                                **(security or NatsSecurity()).connect_options())
     except (nats.errors.Error, OSError) as exc:
         raise SystemExit(f"draflow: cannot reach NATS at {nats_url}: {exc!r}") from exc
     try:

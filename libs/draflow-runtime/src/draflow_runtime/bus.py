@@ -35,6 +35,7 @@ from nats.js.api import StorageType, StreamConfig
 from nats.js.client import JetStreamContext
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
+from draflow_runtime.busauth import NatsSecurity, error_text, is_refusal
 from draflow_runtime.busconsumer import PullConsumer
 from draflow_runtime.buserrors import (
     _TRANSIENT,
@@ -70,7 +71,10 @@ log = get_logger(__name__)
 
 class EventBus:
     """NATS connection of one service. An empty ``url`` disables NATS: publishes are discarded (returning
-    False), requests raise :class:`BusUnavailable`, subscriptions never fire."""
+    False), requests raise :class:`BusUnavailable`, subscriptions never fire. ``security``: credentials
+    and TLS (:class:`draflow_runtime.busauth.NatsSecurity`). A server that refuses the connection (wrong
+    credentials, TLS required or failing) is logged as an error naming the server and the reason, kept in
+    :attr:`last_error`, and retried with backoff like an unreachable one."""
 
     def __init__(
         self,
@@ -84,9 +88,13 @@ class EventBus:
         max_backoff: float = 10.0,
         drain_timeout: float = 5.0,
         max_in_flight: int = 256,
+        security: NatsSecurity | None = None,
     ) -> None:
         self.url = url
         self.name = name
+        self.security = security or NatsSecurity()
+        self.last_error = ""
+        """Why the last connection attempt failed ("" after a success)."""
         self._publish_timeout = publish_timeout
         self._connect_timeout = connect_timeout
         self._reconnect_wait = reconnect_wait
@@ -171,29 +179,43 @@ class EventBus:
     async def _connect_forever(self) -> None:
         retrying = AsyncRetrying(
             wait=wait_exponential_jitter(multiplier=0.2, max=self._max_backoff),
-            retry=retry_if_exception_type(_TRANSIENT),
+            retry=retry_if_exception_type(_TRANSIENT),  # ssl.SSLError is an OSError
             before_sleep=lambda rs: log.debug(
                 "nats connect failed, retrying", bus=self.name, attempt=rs.attempt_number
             ),
         )
         nc: Client = await retrying(self._connect_once)
         self._nc, self._js = nc, nc.jetstream(timeout=self._publish_timeout)
-        log.info("nats connected", bus=self.name, url=self.url)
+        self.last_error = ""
+        log.info("nats connected", bus=self.name, url=self.url, security=self.security.describe())
         await self._on_connected()
 
     async def _connect_once(self) -> Client:
         """One bounded connection attempt. After it succeeds nats-py reconnects forever by itself."""
-        nc = Client()
+        try:
+            options = self.security.connect_options()
+        except OSError as exc:  # a credentials or TLS file missing or unreadable: retried, said loudly
+            self.last_error = f"nats credentials for {self.url} unusable: {error_text(exc)}"
+            log.error("nats credentials unusable", bus=self.name, url=self.url, error=error_text(exc))
+            raise
+        nc, refused = Client(), [""]
+
+        async def on_error(exc: Exception) -> None:
+            if is_refusal(exc):
+                refused[0] = error_text(exc)
+            await self._on_error(exc)
+
         try:
             await asyncio.wait_for(
                 nc.connect(
                     self.url,
+                    **options,
                     name=self.name,
                     allow_reconnect=True,
                     max_reconnect_attempts=-1,
                     reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
                     connect_timeout=self._connect_timeout,  # type: ignore[arg-type]
-                    error_cb=self._on_error,
+                    error_cb=on_error,
                     disconnected_cb=self._on_disconnected,
                     reconnected_cb=self._on_reconnected,
                     closed_cb=self._on_disconnected,
@@ -201,9 +223,16 @@ class EventBus:
                 ),
                 timeout=self._connect_timeout + 0.5,
             )
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(Exception):
                 await nc.close()
+            reason = refused[0] or (error_text(exc) if is_refusal(exc) else "")
+            if reason:  # the server answered and said no: a configuration problem, logged every attempt
+                self.last_error = f"nats server {self.url} refused the connection: {reason}"
+                log.error("nats connection refused", bus=self.name, url=self.url, reason=reason,
+                          security=self.security.describe())
+            elif isinstance(exc, Exception):
+                self.last_error = f"nats server {self.url} unreachable: {error_text(exc)}"
             raise
         return nc
 
@@ -389,3 +418,4 @@ class EventBus:
     async def _subscribe_spec(self, spec: SubSpec) -> None:
         assert self._nc is not None
         spec.sub = await self._nc.subscribe(spec.subject, queue=spec.queue, cb=spec.callback)
+

@@ -31,6 +31,7 @@ from typing import Any
 
 from . import lifecycle
 from .bus import EventBus
+from .busauth import NatsSecurity
 from .httpauth import DelegatedAuth, auth_applies
 from .kube import KubeClient
 from .leader import LeaderElector
@@ -114,10 +115,12 @@ class ServiceContext:
 
     @contextlib.asynccontextmanager
     async def open_bus(self, *, events_stream: bool = True) -> AsyncIterator[EventBus]:
-        """An ``EventBus`` on ``settings.nats_url`` named after the service, started (with the one
+        """An ``EventBus`` on ``settings.nats_url`` (credentials and TLS from the ``nats_*`` settings)
+        named after the service, started (with the one
         lifecycle events stream declared when ``events_stream``), stopped on exit. For a bus whose life
         is shorter than the process (one leadership term); see :meth:`connect_bus` otherwise."""
-        bus = EventBus(self.settings.nats_url, name=self.name)
+        bus = EventBus(self.settings.nats_url, name=self.name,
+                       security=NatsSecurity.from_settings(self.settings))
         try:
             if events_stream:
                 await lifecycle.ensure_events_stream(bus)

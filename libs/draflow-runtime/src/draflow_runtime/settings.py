@@ -27,9 +27,11 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .busauth import NatsSecurity
 
 __all__ = [
     "ServiceSettings",
@@ -73,6 +75,23 @@ class ServiceSettings(BaseSettings):
         "nats://127.0.0.1:4222",
         description="NATS server URL (JetStream enabled); empty disables NATS.",
     )
+    nats_creds_file: str | None = Field(
+        None, description="NATS credentials file (.creds: user JWT + nkey seed); one of three credentials."
+    )
+    nats_nkey_seed_file: str | None = Field(
+        None, description="NATS nkey seed file (the server lists its public key)."
+    )
+    nats_user: str | None = Field(None, description="NATS user (with --nats-password).")
+    nats_password: SecretStr | None = Field(
+        None, description="NATS password of --nats-user (better set by its environment variable)."
+    )
+    nats_tls_ca_file: str | None = Field(
+        None, description="CA bundle that signed the NATS server's certificate; any TLS setting turns TLS on."
+    )
+    nats_tls_cert_file: str | None = Field(
+        None, description="Client certificate for NATS mutual TLS (with --nats-tls-key-file)."
+    )
+    nats_tls_key_file: str | None = Field(None, description="Private key of --nats-tls-cert-file.")
     log_level: LogLevel = Field("info", description="Minimum log level: debug, info, warning, error.")
     log_format: LogFormat = Field("json", description="Log line format on stderr: json or console.")
     http_port: int = Field(
@@ -116,10 +135,16 @@ class ServiceSettings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("kubeconfig", mode="before")
+    @field_validator("kubeconfig", "nats_creds_file", "nats_nkey_seed_file", "nats_user", "nats_password",
+                     "nats_tls_ca_file", "nats_tls_cert_file", "nats_tls_key_file", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
+
+    @model_validator(mode="after")
+    def _check_nats_security(self) -> ServiceSettings:
+        NatsSecurity.from_settings(self)  # raises ValueError naming the conflicting settings
+        return self
 
     @model_validator(mode="after")
     def _check_leader_timing(self) -> ServiceSettings:

@@ -131,7 +131,7 @@ async def _up(args: argparse.Namespace, state: Path) -> int:
         names = [f"draflow-node-{i}" for i in range(1, args.real_nodes + 1)]
         env = ClusterEnvironment(state, node_names=names)
     else:
-        env = Environment(state, nodes=args.nodes)
+        env = Environment(state, nodes=args.nodes, secure_nats=args.nats_auth)
     async with AsyncExitStack() as stack:
         _print(f"draflow-testenv: starting in {state} (logs in {env.logs_dir}) ...")
         if not await _until_stopped(stop, env.start()):
@@ -198,6 +198,7 @@ def read_env_file(path: Path) -> dict[str, str]:
 async def _demo(args: argparse.Namespace) -> int:
     from draflow_runtime.kube import KubeClient
     from draflow_testenv import flow
+    from draflow_testenv.natssecure import nats_env_security
 
     env_file = _state_dir(args) / "env.sh"
     if not env_file.is_file():
@@ -205,7 +206,8 @@ async def _demo(args: argparse.Namespace) -> int:
         return 1
     values = read_env_file(env_file)
     async with await KubeClient.from_kubeconfig(values["KUBECONFIG"]) as kube:
-        running, expected = await flow.run_demo(kube, values["NATS_URL"], args.timeout)
+        running, expected = await flow.run_demo(kube, values["NATS_URL"], args.timeout,
+                                                security=nats_env_security(values))
     return 0 if running >= expected else 1
 
 
@@ -217,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     up.add_argument("--nodes", type=int, default=4, help="number of simulated nodes (used by later steps)")
     up.add_argument("--gpus", type=int, default=8, help="fake GPUs per simulated node")
     up.add_argument("--env-only", action="store_true", help="only the servers: no services, no demo")
+    up.add_argument("--nats-auth", action=argparse.BooleanOptionalAction, default=True,
+                    help="nats-server demands TLS (client certificates) and a password per service, with "
+                    "the permissions of deploy/kustomize/components/nats-auth (default: on)")
     up.add_argument("--real-node", action="store_true",
                     help="a real cluster: controller-manager, scheduler, containerd and a kubelet (root), "
                          "draflow installed from deploy/kustomize/overlays/e2e")

@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from draflow_testenv import pki, servers
+from draflow_testenv import natssecure, pki, servers
 from draflow_testenv.admin import AdminClient, ssl_context
 from draflow_testenv.binaries import ensure_binary, repo_root
 from draflow_testenv.featuregates import accepted_gates
@@ -46,7 +46,7 @@ class Environment:
     def __init__(
         self, state_dir: str | Path | None = None, *, nodes: int = 0, compaction_interval: str = "30s",
         watch_cache: bool = True, uncached_resources: Sequence[str] = ("configmaps",),
-        apiserver_args: Sequence[str] = (), startup_timeout: float = 180.0,
+        apiserver_args: Sequence[str] = (), startup_timeout: float = 180.0, secure_nats: bool = False,
     ) -> None:
         """``state_dir`` None: a temporary dir whose contents except ``logs/`` are removed at stop.
 
@@ -54,7 +54,8 @@ class Environment:
         lists and watches at old resourceVersions even after etcd compacted them, so ``compact_etcd()``
         only forces a 410 for resources it does not cache: ``uncached_resources`` (``resource[.group]``,
         default ConfigMaps) or everything with ``watch_cache=False``.
-        ``nodes`` is stored for the steps that simulate nodes.
+        ``nodes`` is stored for the steps that simulate nodes. ``secure_nats``: nats-server demands TLS and
+        a password per service (:mod:`draflow_testenv.natssecure`; the files in ``<state>/nats-secure``).
         """
         self._temporary = state_dir is None
         self.state_dir = Path(state_dir or tempfile.mkdtemp(prefix="draflow-testenv-")).resolve()
@@ -74,6 +75,8 @@ class Environment:
         self._admin: AdminClient | None = None
         self._ca: pki.KeyPair | None = None
         self._nats_argv: list[str] = []
+        self._secure_nats = secure_nats
+        self.secure_nats: natssecure.SecureNats | None = None
 
     # -- addresses -------------------------------------------------------------------------------------
     @property
@@ -233,6 +236,11 @@ class Environment:
 
     async def _start_nats_first(self, binary: Path) -> None:
         self._nats_argv = servers.nats_argv(binary, self.state_dir / "nats", self.ports)
+        if self._secure_nats:
+            self.secure_nats = natssecure.write_secure_nats(
+                self.state_dir / "nats-secure", host=servers.HOST, port=self.ports.nats,
+                monitor_port=self.ports.nats_monitor, store_dir=self.state_dir / "nats")
+            self._nats_argv = self.secure_nats.argv(binary)
         await self.start_nats()
 
     async def _start_jaeger(self, binary: Path) -> None:
@@ -356,6 +364,7 @@ class Environment:
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{self.otlp_grpc_endpoint}",
             "OTEL_EXPORTER_OTLP_INSECURE": "true",
             "JAEGER_URL": self.jaeger_query_url,
+            **(self.secure_nats.shell_env() if self.secure_nats is not None else {}),
         }
 
     def write_env_file(self) -> Path:

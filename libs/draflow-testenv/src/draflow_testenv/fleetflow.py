@@ -25,6 +25,7 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
+from draflow_testenv.natssecure import USERS, SecureNats, env_prefix
 from draflow_testenv.servers import free_port
 
 from .wait import eventually
@@ -38,8 +39,12 @@ class ServiceFlow:
     """The running services and what a test needs to reach them."""
 
     def __init__(self, testenv: Any, kube: KubeClient, ns: str, suffix: str, *, nodes: int = 2,
-                 gpus: int = 4) -> None:
+                 gpus: int = 4, nats: SecureNats | None = None, nats_url: str = "") -> None:
+        """``nats``/``nats_url``: a TLS + password nats-server (:mod:`draflow_testenv.natssecure`) the
+        services use, each as its own user, instead of the environment's."""
         self.testenv = testenv
+        self.nats = nats
+        self.nats_url = nats_url or testenv.nats_url
         self.kube = kube
         self.ns = ns
         self.prefix = f"wf-{suffix}-"
@@ -79,7 +84,7 @@ class ServiceFlow:
         port of its own (``http_ports``)."""
         self.fleet = fleet
         bin_dir = Path(sys.executable).parent
-        common = ["--nats-url", self.testenv.nats_url, "--log-format", "json"]
+        common = ["--nats-url", self.nats_url, "--log-format", "json"]
         fleet_nodes = ["--node-count", str(len(self.nodes)), "--node-name-prefix", self.prefix,
                        "--fleet-root", str(fleet)]
         runs = [
@@ -95,9 +100,13 @@ class ServiceFlow:
             port = free_port() if http else 0
             if port:
                 self.http_ports[service] = port
+            service_env = dict(env)
+            if self.nats is not None and service in USERS:  # reference-driver does not use NATS
+                args = [*args, *self.nats.service_args(service)]
+                service_env.update(self.nats.service_env(env_prefix(service), service))
             self.procs.append(await run_service(
                 [str(bin_dir / service), *common, "--http-port", str(port), "--http-host", "127.0.0.1",
-                 *args], env=env, name=f"{service}-{self.prefix}"))
+                 *args], env=service_env, name=f"{service}-{self.prefix}"))
 
     def cdi_root(self, node: str) -> Path:
         """Where the reference driver writes ``node``'s CDI spec files."""

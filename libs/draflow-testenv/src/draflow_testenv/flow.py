@@ -35,6 +35,7 @@ from draflow_cli import explain as cli_explain
 from draflow_cli import status as cli_status
 from draflow_cli.table import render
 from draflow_cli.trace import jaeger_link, trace_id_of
+from draflow_runtime.busauth import NatsSecurity
 from draflow_runtime.dra import claim_names
 from draflow_runtime.errors import AlreadyExists
 from draflow_runtime.kube import (
@@ -52,6 +53,7 @@ from draflow_runtime.lifecycle import devices_of, recent_events
 from draflow_testenv.binaries import repo_root
 from draflow_testenv.environment import Environment
 from draflow_testenv.featuregates import gates_flag
+from draflow_testenv.natssecure import USERS, env_prefix, nats_env_security
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.servers import free_port
 
@@ -90,7 +92,8 @@ def service_commands(
     common = ["--nats-url", env.nats_url, "--log-format", "json"]
     fleet_nodes = ["--node-count", str(nodes), "--node-name-prefix", NODE_PREFIX, "--fleet-root", fleet]
     gates = ["--feature-gates", gates_flag(env.feature_gates, env.rejected_feature_gates)]
-    return [
+    return [(name, [*argv, *env.secure_nats.service_args(name)])
+            if env.secure_nats is not None and name in USERS else (name, argv) for name, argv in [
         ("reference-driver", [_bin("reference-driver"), *common, *fleet_nodes,
                               "--profile", "partitionable", "--gpu-count", str(gpus), "--http-port", "0"]),
         ("kubelet-dra-shim", [_bin("kubelet-dra-shim"), *common, *fleet_nodes, "--http-port", "0", *gates]),
@@ -99,7 +102,7 @@ def service_commands(
         ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
         ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
                                   "--http-port", str(allocator_port), *gates]),
-    ]
+    ]]
 
 
 async def _nodes_ready(kube: KubeClient, nodes: int) -> tuple[int, int]:
@@ -122,7 +125,10 @@ async def services_step(env: Environment, args: argparse.Namespace) -> AsyncIter
     port = free_port()
     args.allocator_url = f"http://127.0.0.1:{port}"
     commands = service_commands(env, nodes, gpus, port)
-    procs = [await env.run_service(argv, name=name) for name, argv in commands]
+    secure = env.secure_nats
+    procs = [await env.run_service(argv, name=name, env=secure.service_env(env_prefix(name), name)
+                                   if secure is not None and name in USERS else None)
+             for name, argv in commands]
     args.service_processes = procs
     with env.env_file.open("a") as f:
         f.write(f"export DRAFLOW_ALLOCATOR_URL={args.allocator_url}\n")
@@ -179,10 +185,11 @@ def _running(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") == "Running"
 
 
-async def _prepared_claims(nats_url: str) -> set[str]:
+async def _prepared_claims(nats_url: str, security: NatsSecurity | None = None) -> set[str]:
     """Claims of the demo with a ``prepared`` event in JetStream."""
     try:
-        nc = await nats.connect(nats_url, connect_timeout=2, allow_reconnect=False)
+        nc = await nats.connect(nats_url, connect_timeout=2, allow_reconnect=False,
+                                **(security or NatsSecurity()).connect_options())
     except Exception:
         return set()
     try:
@@ -195,12 +202,13 @@ async def _prepared_claims(nats_url: str) -> set[str]:
         await nc.close()
 
 
-async def progress(kube: KubeClient, nats_url: str) -> tuple[int, int, int, int, int]:
+async def progress(kube: KubeClient, nats_url: str, security: NatsSecurity | None = None,
+                   ) -> tuple[int, int, int, int, int]:
     """(pods, pending, allocated, prepared, running) of the demo namespace."""
     pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE)).get("items") or []
     claims = {c["metadata"]["name"]: c for c in
               (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE)).get("items") or []}
-    prepared_claims = await _prepared_claims(nats_url)
+    prepared_claims = await _prepared_claims(nats_url, security)
     pending = allocated = prepared = running = 0
     for pod in pods:
         names, bound = claim_names(pod, extended=True), bool(pod["spec"].get("nodeName"))
@@ -217,7 +225,7 @@ async def progress(kube: KubeClient, nats_url: str) -> tuple[int, int, int, int,
 
 async def run_demo(
     kube: KubeClient, nats_url: str, timeout: float = 300.0,  # noqa: ASYNC109 - the whole wait
-    check: Callable[[], None] | None = None,
+    check: Callable[[], None] | None = None, security: NatsSecurity | None = None,
 ) -> tuple[int, int]:
     """Apply deploy/demo and wait, printing progress, until every pod that can fit is Running (all but
     ``too-big``) or ``timeout``; ``check`` runs each second (raise to give up). -> (running, expected)."""
@@ -228,7 +236,7 @@ async def run_demo(
     _print(f"  applied deploy/demo ({len(objects)} objects) in namespace {DEMO_NAMESPACE}")
     last: tuple[int, ...] = ()
     while True:
-        counts = await progress(kube, nats_url)
+        counts = await progress(kube, nats_url, security)
         if counts != last:
             total, pending, allocated, prepared, running = counts
             _print(f"  [{time.monotonic() - t0:5.1f}s] pods {total}: pending {pending}, allocated "
@@ -252,7 +260,8 @@ async def demo_step(env: Environment, args: argparse.Namespace) -> AsyncIterator
     try:
         procs = getattr(args, "service_processes", [])
         running, expected = await run_demo(kube, env.nats_url, float(getattr(args, "demo_timeout", 300.0)),
-                                           check=lambda: _check_alive(procs))
+                                           check=lambda: _check_alive(procs),
+                                           security=nats_env_security(env.service_env()))
         if running < expected:
             _print(f"  see the logs in {env.logs_dir}")
         _print("")
