@@ -224,7 +224,8 @@ async def test_allocated_claim_whose_binding_failed_is_unavailable_and_given_bac
         status = c.get("status") or {}
         return c if status.get("allocation") and not status.get("devices") else None
     again = await eventually(reallocated, what="failed claim deallocated and allocated again")
-    reasons = await _event_reasons(kit, "p")
+    # the Event is written after the deallocation, concurrently with the retry that allocates again
+    reasons = await eventually(lambda: _has_event(kit, "p", "ClaimDeallocated"), what="ClaimDeallocated")
     assert "ClaimDeallocated" in reasons, reasons
     assert "cable unplugged" in reasons.get("FailedScheduling", ""), reasons
     await _set_device_conditions(kit, again, Attached="True")
