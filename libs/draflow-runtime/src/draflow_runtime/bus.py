@@ -35,7 +35,7 @@ from nats.js.api import StorageType, StreamConfig
 from nats.js.client import JetStreamContext
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
-from draflow_runtime.busauth import NatsSecurity, error_text, is_refusal
+from draflow_runtime.busauth import ConnectFailed, NatsSecurity, connect_once
 from draflow_runtime.busconsumer import PullConsumer
 from draflow_runtime.buserrors import (
     _TRANSIENT,
@@ -193,48 +193,21 @@ class EventBus:
     async def _connect_once(self) -> Client:
         """One bounded connection attempt. After it succeeds nats-py reconnects forever by itself."""
         try:
-            options = self.security.connect_options()
-        except OSError as exc:  # a credentials or TLS file missing or unreadable: retried, said loudly
-            self.last_error = f"nats credentials for {self.url} unusable: {error_text(exc)}"
-            log.error("nats credentials unusable", bus=self.name, url=self.url, error=error_text(exc))
-            raise
-        nc, refused = Client(), [""]
-
-        async def on_error(exc: Exception) -> None:
-            if is_refusal(exc):
-                refused[0] = error_text(exc)
-            await self._on_error(exc)
-
-        try:
-            await asyncio.wait_for(
-                nc.connect(
-                    self.url,
-                    **options,
-                    name=self.name,
-                    allow_reconnect=True,
-                    max_reconnect_attempts=-1,
-                    reconnect_time_wait=self._reconnect_wait,  # type: ignore[arg-type]
-                    connect_timeout=self._connect_timeout,  # type: ignore[arg-type]
-                    error_cb=on_error,
-                    disconnected_cb=self._on_disconnected,
-                    reconnected_cb=self._on_reconnected,
-                    closed_cb=self._on_disconnected,
-                    drain_timeout=self._drain_timeout,  # type: ignore[arg-type]
-                ),
-                timeout=self._connect_timeout + 0.5,
+            return await connect_once(
+                self.url, self.security, within=self._connect_timeout + 0.5, error_cb=self._on_error,
+                name=self.name, allow_reconnect=True, max_reconnect_attempts=-1,
+                reconnect_time_wait=self._reconnect_wait, connect_timeout=self._connect_timeout,
+                disconnected_cb=self._on_disconnected, reconnected_cb=self._on_reconnected,
+                closed_cb=self._on_disconnected, drain_timeout=self._drain_timeout,
             )
-        except BaseException as exc:
-            with contextlib.suppress(Exception):
-                await nc.close()
-            reason = refused[0] or (error_text(exc) if is_refusal(exc) else "")
-            if reason:  # the server answered and said no: a configuration problem, logged every attempt
-                self.last_error = f"nats server {self.url} refused the connection: {reason}"
-                log.error("nats connection refused", bus=self.name, url=self.url, reason=reason,
+        except ConnectFailed as exc:  # retried; a configuration problem is logged loudly, every attempt
+            self.last_error = str(exc)
+            if exc.kind == "refused":
+                log.error("nats connection refused", bus=self.name, url=self.url, reason=exc.reason,
                           security=self.security.describe())
-            elif isinstance(exc, Exception):
-                self.last_error = f"nats server {self.url} unreachable: {error_text(exc)}"
+            elif exc.kind == "unusable":
+                log.error("nats credentials unusable", bus=self.name, url=self.url, error=exc.reason)
             raise
-        return nc
 
     async def _on_connected(self) -> None:
         """Apply declared streams and pending subscriptions (retrying while connected, e.g. until
