@@ -56,7 +56,8 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
 # Off upstream, on in draflow's test environment and `make up` (draflow_testenv.featuregates.WANTED_GATES);
 # a unit test keeps the two lists in step.
 DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes",
-              "DRAResourcePoolStatus", "DRAPartitionableDevicesType", "DRAOptionalNodeOperations")
+              "DRAResourcePoolStatus", "DRAPartitionableDevicesType", "DRAOptionalNodeOperations",
+              "DRANodeAllocatableResources")
 DRAFLOW_DEFAULTS: Mapping[str, bool] = {**GATES, **dict.fromkeys(DRAFLOW_ON, True)}
 
 

@@ -24,7 +24,7 @@ nobody else uses). The special claim of extended resources backed by DRA: :mod:`
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,6 +101,7 @@ class PodPlan:
     done: list[tuple[ClaimPlan, str]] = field(default_factory=list)  # (claim, "allocated"|"reserved")
     extended: ExtendedClaim | None = None  # the special claim to create (extended resources)
     created: list[ClaimPlan] = field(default_factory=list)  # claims this pipeline created
+    node_allocatable: Sequence[dict[str, Any]] = ()  # pod.status.nodeAllocatableResourceClaimStatuses
 
     @property
     def key(self) -> str:

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -56,6 +56,7 @@ from .core import (
 )
 from .explain_http import PodExplanation
 from .extres import ExtendedClaim, ExtendedDemand, extended_demand
+from .nodealloc_plan import NodeAllocatableCheck, admit, shared_mapped_claim
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .postfilter import claim_to_deallocate
@@ -81,6 +82,7 @@ class Placement:
     node: str
     claims: list[PlannedClaim]
     extended: ExtendedClaim | None = None
+    node_allocatable: Sequence[dict[str, Any]] = ()  # pod.status.nodeAllocatableResourceClaimStatuses
 
 
 @dataclass
@@ -135,8 +137,9 @@ class Decider:
                  cel_cache: CelCache | None = None, *, binding_timeout: float = 600.0,
                  clock: Callable[[], datetime] = utcnow, search_steps: int = 0,
                  filter_timeout: float = 0.0, monotonic: Callable[[], float] = time.monotonic,
-                 features: Features | None = None) -> None:
+                 features: Features | None = None, node_allocatable: bool = False) -> None:
         self.state = state
+        self.node_allocatable = node_allocatable  # DRANodeAllocatableResources (nodealloc_plan)
         self.features = features  # None: the core's defaults
         self.binding_timeout = binding_timeout
         self.clock = clock
@@ -234,9 +237,16 @@ class Decider:
         claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
+        na = None
+        if self.node_allocatable:
+            pairs = list(zip(allocated_claims, fixed, strict=True))
+            shared = shared_mapped_claim(pod, pairs, self.state.slices)
+            if shared:
+                return Unschedulable(PodExplanation(pod_key, [], waiting=shared))
+            na = NodeAllocatableCheck(pod, demand, self.state.usage, self.state.slices, pairs, to_allocate)
         try:
             best = await self._search(pod, demand, to_allocate, fixed, explanation, only_node, cancelled,
-                                      extended)
+                                      extended, na)
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
@@ -251,7 +261,7 @@ class Decider:
             ext.allocation = best.allocations[-1]
         new = [PlannedClaim(c, a, True)
                for c, a in zip(to_allocate, best.allocations[:len(to_allocate)], strict=True)]
-        return Placement(node_name, allocated + new, ext)
+        return Placement(node_name, allocated + new, ext, best.node_allocatable)
 
     def _extended(self, pod: Mapping[str, Any], demand: PodDemand) -> ExtendedDemand | None:
         """The pod's requests of extended resources a DeviceClass maps (DRAExtendedResource, GA in
@@ -282,7 +292,8 @@ class Decider:
     async def _search(self, pod: Mapping[str, Any], demand: PodDemand, to_allocate: list[Mapping[str, Any]],
                       fixed: list[Any], explanation: PodExplanation, only_node: str | None,
                       cancelled: Callable[[], bool] | None,
-                      extended: ExtendedDemand | None = None) -> Candidate | None:
+                      extended: ExtendedDemand | None = None,
+                      na: NodeAllocatableCheck | None = None) -> Candidate | None:
         state = self.state
         allocator = self._allocator() if to_allocate or extended else None
         dra_names = extended.mapping if extended else ()
@@ -319,7 +330,7 @@ class Decider:
                 claims = [*to_allocate, ext.claim]
                 node_needed = None if needed is None else needed + (_min_devices(ext.claim) or 0)
             if allocator is None or not claims:
-                feasible.append(Candidate(node, [], free, total))
+                admit(feasible, Candidate(node, [], free, total), na, explanation)
             elif node_needed is not None and not shared and free < node_needed:
                 skipped.append((free, node))
             else:
@@ -330,7 +341,7 @@ class Decider:
                         break
                 else:
                     if outcome.fits:
-                        feasible.append(Candidate(node, outcome.results, free, total))
+                        admit(feasible, Candidate(node, outcome.results, free, total), na, explanation)
                     else:
                         explanation.consider(outcome.explanation)
             if len(feasible) >= self.nodes_to_find:

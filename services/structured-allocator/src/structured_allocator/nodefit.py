@@ -11,7 +11,9 @@
   - ``spec.overhead`` added;
   - for pods already on a node (``use_status``, in-place resize): the largest of three such totals,
     from the spec, from the containers' ``allocatedResources`` and from their actuated
-    ``status.resources.requests`` (not the spec one while the resize is ``Infeasible``);
+    ``status.resources.requests`` (not the spec one while the resize is ``Infeasible``), plus what
+    their ``status.nodeAllocatableResourceClaimStatuses`` say the pod's devices take
+    (DRANodeAllocatableResources, :mod:`.nodealloc`);
   - cpu in millicores rounded up, everything else in units rounded up (``MilliValue``/``Value``);
     only cpu, memory, ephemeral-storage and scalar resources (extended ``vendor/name``, ``hugepages-*``,
     ``*kubernetes.io/*``, ``attachable-volumes-*``) count.
@@ -38,6 +40,7 @@ from typing import Any
 
 from .core.quantity import QuantityError, parse_quantity
 from .extres import delegated_to_dra
+from .nodealloc import STATUS_FIELD, dra_requests
 
 __all__ = [
     "PORTS_IN_USE",
@@ -54,6 +57,7 @@ __all__ = [
     "node_allocatable",
     "pod_demand",
     "pod_requests",
+    "units",
 ]
 
 CPU, MEMORY, EPHEMERAL_STORAGE, PODS = "cpu", "memory", "ephemeral-storage", "pods"
@@ -94,9 +98,12 @@ def _counted(name: str) -> bool:
     return name in (CPU, MEMORY, EPHEMERAL_STORAGE) or is_scalar_resource(name)
 
 
-def _units(name: str, value: Fraction) -> int:
+def units(name: str, value: Fraction) -> int:
     """``MilliValue()`` for cpu, ``Value()`` for everything else (both round up)."""
     return math.ceil(value * 1000) if name == CPU else math.ceil(value)
+
+
+_units = units
 
 
 # -- resource lists ----------------------------------------------------------------------------------
@@ -202,6 +209,8 @@ def pod_requests(pod: Mapping[str, Any], *, use_status: bool = False) -> Resourc
         if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
             total[name] = value
     _add(total, _parse_list(spec.get("overhead")))
+    if use_status:  # DRANodeAllocatableResources: what the pod's claims' devices take (nodealloc)
+        _add(total, dra_requests(status.get(STATUS_FIELD)))
     return total
 
 

@@ -45,6 +45,8 @@ from draflow_runtime.reconcile import Done, RequeueAfter, RequeueWithBackoff, Ru
 from draflow_runtime.workqueue import WorkQueue
 
 from . import extended_writes as xw
+from . import nodealloc as na
+from . import nodealloc_plan as na_plan
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
 from .claimspan import claim_context
@@ -95,7 +97,8 @@ class Scheduler:
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
                                binding_timeout=settings.binding_timeout, search_steps=settings.search_steps,
                                filter_timeout=settings.effective_filter_timeout,
-                               features=settings.allocator_features)
+                               features=settings.allocator_features,
+                               node_allocatable=settings.gates[na.GATE])
         # Held while a decision searches (one worker: pods and allocate requests take turns). Decisions
         # yield to the event loop between nodes; the assume cache must not change under a search.
         self.decision_lock = asyncio.Lock()
@@ -229,7 +232,7 @@ class Scheduler:
                 ClaimPlan(p.claim, p.allocation, p.reserve,
                           claim_context(self.tracer, p.claim, span, decision.node, p.allocation))
                 for p in decision.claims
-            ], extended=decision.extended)
+            ], extended=decision.extended, node_allocatable=decision.node_allocatable)
             self.start_pipeline(plan)
             return Done()
 
@@ -243,7 +246,10 @@ class Scheduler:
                 self.state.assume.reserve(cp.uid, plan.uid)
         xw.assume_extended(self.state.assume, plan)
         if plan.bind:
-            self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(plan.pod)))
+            pod = plan.pod if not plan.node_allocatable else \
+                {**plan.pod, "status": {na.STATUS_FIELD: list(plan.node_allocatable)}}
+            self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(pod, use_status=bool(
+                plan.node_allocatable))))
         self.in_flight[plan.key] = plan
         task = asyncio.create_task(self._pipeline(plan), name=f"write-{plan.key}")
         self._tasks.add(task)
@@ -315,6 +321,9 @@ class Scheduler:
                 await self.binder.write_claims(plan, lambda cp: self._claim_written(plan, cp))
                 for cp in plan.created:  # upstream PreBind: before the binding
                     await xw.record_extended(self.binder, plan, cp.claim["metadata"]["name"])
+                if plan.node_allocatable and plan.bind:  # upstream PreBind as well
+                    await na_plan.record(self.binder.kube, self.binder.field_manager, plan.pod,
+                                         plan.node_allocatable)
             # Pods already bound (NATS allocate requests) have no binding to hold back.
             waiting = self.binding.pending(plan.claims) if plan.bind else []
             if waiting:
@@ -336,6 +345,8 @@ class Scheduler:
             try:
                 await self.binder.undo(plan)
                 await xw.undo_created(self.binder, plan)
+                if plan.node_allocatable and plan.bind:  # upstream Unreserve
+                    await na_plan.clear(self.binder.kube, self.binder.field_manager, plan.pod)
             finally:
                 xw.release_extended(self.state.assume, plan)
                 for cp in plan.claims:

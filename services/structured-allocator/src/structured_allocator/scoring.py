@@ -31,6 +31,7 @@ class Candidate:
     allocations: Sequence[dict[str, Any]]
     free_devices: int  # free devices of the node's own slices before this allocation
     total_devices: int  # devices of the node's own slices
+    node_allocatable: Sequence[dict[str, Any]] = ()  # the pod's claim statuses there (nodealloc_plan)
 
     @property
     def devices_taken(self) -> int:
