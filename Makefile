@@ -81,6 +81,10 @@ down: ## Stop everything `make up` started and remove its state
 bench: sync binaries ## Benchmarks (QUICK=1 small sizes, ONLY="publish ..." some); results in docs/benchmarks.md
 	@$(UV) run --frozen python hack/bench.py --output docs/benchmarks.md $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),)
 
+.PHONY: chaos
+chaos: sync binaries ## Bounded chaos run: 20 simulated nodes, churn, every fault kind, invariants (see docs/chaos.md)
+	@$(UV) run --frozen python -m draflow_testenv.chaos $(CHAOS_ARGS)
+
 .PHONY: clean
 clean: ## Remove the virtualenv and local state (not the binary cache)
 	rm -rf .venv .draflow .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,192 @@
+"""The churn: pods coming and going at 70-90 % of the fleet's capacity while faults happen.
+
+Pod kinds: ``whole`` (template claim, one whole GPU), ``opaque`` (the same with opaque driver config),
+``first`` (firstAvailable: a large GPU, else any whole GPU), ``shared`` (two pods on one ResourceClaim),
+``part`` (template claim, one GPU partition). Whole-GPU kinds go to the first half of the nodes and
+partitions to the other half (node affinity), so fragmentation never makes a pod unschedulable: the
+churn only asks for what fits, and after settling every pod must run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from draflow_runtime.errors import AlreadyExists, NotFound
+from draflow_runtime.kube import (
+    DEVICE_CLASSES,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    SERVICE_ACCOUNTS,
+    KubeClient,
+)
+from draflow_testenv.binaries import repo_root
+
+DRIVER = "gpu.draflow.example"
+PARTITIONS_PER_GPU = 4  # the reference driver's partitionable profile
+KINDS = ("whole", "opaque", "first", "shared", "part")
+_OPAQUE = {"opaque": {"driver": DRIVER, "parameters": {
+    "kind": "GpuConfig", "apiVersion": f"{DRIVER}/v1",
+    "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}}}}
+
+
+def _exactly(name: str, device_class: str) -> dict[str, Any]:
+    return {"name": name, "exactly": {"deviceClassName": device_class}}
+
+
+def claim_specs() -> dict[str, dict[str, Any]]:
+    """Template name -> claim spec of each kind with a template."""
+    first = {"name": "gpu", "firstAvailable": [
+        {"name": "large", "deviceClassName": "gpu-large.draflow.example"},
+        {"name": "any", "deviceClassName": "gpu.draflow.example"}]}
+    return {
+        "whole": {"devices": {"requests": [_exactly("gpu", "gpu.draflow.example")]}},
+        "opaque": {"devices": {"requests": [_exactly("gpu", "gpu.draflow.example")],
+                               "config": [{"requests": ["gpu"], **_OPAQUE}]}},
+        "first": {"devices": {"requests": [first]}},
+        "part": {"devices": {"requests": [_exactly("gpu", "gpu-partition.draflow.example")]}},
+    }
+
+
+def device_classes() -> list[dict[str, Any]]:
+    """The demo's DeviceClasses (deploy/demo/10-deviceclasses.yaml)."""
+    demo = Path(repo_root()) / "deploy" / "demo" / "10-deviceclasses.yaml"
+    return [obj for obj in yaml.safe_load_all(demo.read_text()) if obj]
+
+
+@dataclass
+class Group:
+    """Pods (and for ``shared`` the claim) made together and deleted together."""
+
+    kind: str
+    pods: list[str]
+    claim: str | None = None
+
+
+@dataclass
+class Churn:
+    kube: KubeClient
+    namespace: str
+    nodes: list[str]
+    gpus: int
+    rng: random.Random = field(default_factory=lambda: random.Random(16))
+    groups: dict[str, Group] = field(default_factory=dict)
+    created: int = 0
+    deleted: int = 0
+    errors: int = 0
+    _seq: int = 0
+
+    @property
+    def whole_nodes(self) -> list[str]:
+        return self.nodes[: max(1, len(self.nodes) // 2)]
+
+    @property
+    def part_nodes(self) -> list[str]:
+        return self.nodes[max(1, len(self.nodes) // 2):] or self.nodes
+
+    def capacity(self, kind: str) -> int:
+        if kind == "part":
+            return len(self.part_nodes) * self.gpus * PARTITIONS_PER_GPU
+        return len(self.whole_nodes) * self.gpus
+
+    def used(self, kind: str) -> int:
+        """Units in use by ``kind``'s pool: a partition, or a whole GPU per group."""
+        partition = kind == "part"
+        return sum(1 for g in self.groups.values() if (g.kind == "part") == partition)
+
+    async def setup(self) -> None:
+        for obj in device_classes():
+            with contextlib.suppress(AlreadyExists):
+                await self.kube.create(DEVICE_CLASSES, obj)
+        with contextlib.suppress(AlreadyExists):
+            await self.kube.create(SERVICE_ACCOUNTS, {"apiVersion": "v1", "kind": "ServiceAccount",
+                                                      "metadata": {"name": "default"}},
+                                   namespace=self.namespace)
+        for name, spec in claim_specs().items():
+            with contextlib.suppress(AlreadyExists):
+                await self.kube.create(RESOURCE_CLAIM_TEMPLATES, {
+                    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": name}, "spec": {"spec": spec}}, namespace=self.namespace)
+
+    def _pod(self, name: str, kind: str, claim: str | None) -> dict[str, Any]:
+        nodes = self.part_nodes if kind == "part" else self.whole_nodes
+        source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": kind}
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "labels": {"draflow.dev/chaos": kind}},
+                "spec": {"schedulerName": "draflow", "automountServiceAccountToken": False,
+                         "terminationGracePeriodSeconds": 1,
+                         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                             "nodeSelectorTerms": [{"matchExpressions": [
+                                 {"key": "kubernetes.io/hostname", "operator": "In", "values": nodes}]}]}}},
+                         "resourceClaims": [{"name": "gpu", **source}],
+                         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
+                                         "resources": {"claims": [{"name": "gpu"}]}}]}}
+
+    async def add(self, kind: str) -> None:
+        self._seq += 1
+        base = f"{kind}-{self._seq}"
+        group = Group(kind, [base] if kind != "shared" else [f"{base}-a", f"{base}-b"])
+        if kind == "shared":
+            group.claim = base
+            await self.kube.create(RESOURCE_CLAIMS, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": base},
+                "spec": claim_specs()["whole"]}, namespace=self.namespace)
+        self.groups[base] = group  # counted from here: a half-made group still holds its unit
+        for pod in group.pods:
+            await self.kube.create(PODS, self._pod(pod, kind, group.claim), namespace=self.namespace)
+            self.created += 1
+
+    async def remove(self, base: str) -> None:
+        group = self.groups[base]
+        for pod in group.pods:
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(PODS, pod, namespace=self.namespace)
+                self.deleted += 1
+        if group.claim:
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(RESOURCE_CLAIMS, group.claim, namespace=self.namespace)
+        del self.groups[base]
+
+    async def add_probe(self) -> str:
+        """A partition pod outside the churn's groups (the runner's "serves again" probe; the churn leaves
+        at least 10 % of the partitions free for it); its name."""
+        self._seq += 1
+        name = f"probe-{self._seq}"
+        await self.kube.create(PODS, self._pod(name, "part", None), namespace=self.namespace)
+        return name
+
+    async def remove_probe(self, name: str) -> None:
+        with contextlib.suppress(NotFound):
+            await self.kube.delete(PODS, name, namespace=self.namespace)
+
+    async def running(self, pod: str) -> bool:
+        obj = await self.kube.get(PODS, pod, namespace=self.namespace)
+        return (obj.get("status") or {}).get("phase") == "Running"
+
+    async def step(self) -> None:
+        """One tick: for each pool, delete a few groups and fill back to a random 70-90 %."""
+        for pool_kinds in (("whole", "opaque", "first", "shared"), ("part",)):
+            cap = self.capacity(pool_kinds[0])
+            target = int(cap * self.rng.uniform(0.7, 0.9))
+            mine = [b for b, g in self.groups.items() if g.kind in pool_kinds]
+            try:
+                for base in self.rng.sample(mine, k=min(len(mine), max(1, min(cap // 10, 5)))):
+                    await self.remove(base)
+                while self.used(pool_kinds[0]) < target:
+                    await self.add(self.rng.choice(pool_kinds))
+            except Exception:  # the API server may be down: a fault is running; next tick goes on
+                self.errors += 1
+
+    async def stop_and_fill(self) -> None:
+        """Before settling: fill each pool to 80 % again (a removal during a fault may be half done)."""
+        for kind in ("whole", "part"):
+            target = int(self.capacity(kind) * 0.8)
+            while self.used(kind) > target:
+                base = next(b for b, g in self.groups.items() if (g.kind == "part") == (kind == "part"))
+                await self.remove(base)

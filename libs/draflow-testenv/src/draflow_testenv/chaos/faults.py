@@ -1,0 +1,134 @@
+"""The faults a chaos run injects. Each is ``async (Ctx) -> None``: it breaks something and puts it back
+(restarts what it killed); the runner then measures how long the stack takes to serve a new pod again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from draflow_runtime.kube import RESOURCE_SLICES, KubeClient
+from draflow_testenv.environment import Environment
+from draflow_testenv.process import ManagedProcess
+from draflow_testenv.wait import eventually
+
+from .stack import Stack
+
+DRIVER = "gpu.draflow.example"
+
+
+@dataclass
+class Ctx:
+    env: Environment
+    stack: Stack
+    kube: KubeClient
+    nats_outage: float = 30.0
+    driver_gone_wait: float = 180.0  # upper bound for the slice-publisher's grace and its wipe
+
+
+Fault = Callable[[Ctx], Awaitable[None]]
+
+
+def kill_restart(*names: str) -> Fault:
+    """SIGKILL the replicas ``names`` at once, then start them again."""
+    async def fault(ctx: Ctx) -> None:
+        await asyncio.gather(*(ctx.stack.kill(n) for n in names))
+        for n in names:
+            await ctx.stack.restart(n)
+    return fault
+
+
+def failover(service: str) -> Fault:
+    """SIGKILL the replica of ``service`` holding the Lease; wait until the other one leads; restart it."""
+    async def fault(ctx: Ctx) -> None:
+        leader = await eventually(lambda: ctx.stack.leader(ctx.kube, service), 60, f"{service} has a leader",
+                                  interval=0.5)
+        await ctx.stack.kill(leader)
+
+        async def new_leader() -> str | None:
+            now = await ctx.stack.leader(ctx.kube, service)
+            return now if now and now != leader else None
+
+        await eventually(new_leader, 90, f"another {service} replica leads", interval=0.5)
+        await ctx.stack.restart(leader)
+    return fault
+
+
+async def nats_stopped(ctx: Ctx) -> None:
+    await ctx.env.stop_nats()
+    await asyncio.sleep(ctx.nats_outage)
+    await ctx.env.start_nats()
+
+
+async def apiserver_restart(ctx: Ctx) -> None:
+    """SIGKILL kube-apiserver and start it again with the same command (same port, same etcd)."""
+    procs: dict[str, ManagedProcess] = ctx.env._procs
+    old = procs["kube-apiserver"]
+    await old.kill()
+    await asyncio.sleep(2)
+    new = ManagedProcess(old.name, old.argv, old.log_path, env=old.env, cwd=old.cwd)
+    await new.start()
+    procs["kube-apiserver"] = new
+    await new.wait_ready(ctx.env.admin.ready, 120, interval=0.25)
+
+
+async def etcd_compaction(ctx: Ctx) -> None:
+    """Compact etcd at its head: watches resuming at an older resourceVersion get 410 Gone."""
+    await ctx.env.compact_etcd()
+
+
+async def driver_gone(ctx: Ctx) -> None:
+    """Kill reference-driver and keep it down until slice-publisher wiped its slices (longer than the
+    grace), while pods use its devices; then start it again and wait until the slices are back."""
+    async def slices() -> int:
+        items = (await ctx.kube.list(RESOURCE_SLICES)).get("items") or []
+        return sum(1 for s in items if s["spec"].get("driver") == DRIVER)
+
+    await ctx.stack.kill("reference-driver")
+    t0 = time.monotonic()
+    await eventually(lambda: _zero(slices), ctx.driver_gone_wait, "the gone driver's slices are deleted",
+                     interval=0.5)
+    print(f"    slices wiped {time.monotonic() - t0:.0f}s after the driver died", flush=True)
+    await ctx.stack.restart("reference-driver")
+    await eventually(slices, 120, "the driver's slices are back", interval=0.5)
+
+
+async def _zero(count: Callable[[], Awaitable[int]]) -> bool:
+    return await count() == 0
+
+
+def catalogue(short: bool) -> list[tuple[str, Fault]]:
+    """The faults of a run, in order. ``short``: one of each kind that fits in ~3 minutes."""
+    one = [
+        ("kill kubelet-dra-shim", kill_restart("kubelet-dra-shim")),
+        ("kill reference-driver + slice-publisher", kill_restart("reference-driver", "slice-publisher")),
+        ("failover structured-allocator", failover("structured-allocator")),
+        ("nats stopped", nats_stopped),
+        ("kill kube-apiserver", apiserver_restart),
+        ("etcd compaction", etcd_compaction),
+        ("driver gone > grace", driver_gone),
+    ]
+    if short:
+        return one
+    return [
+        ("kill reference-driver", kill_restart("reference-driver")),
+        ("kill kubelet-dra-shim", kill_restart("kubelet-dra-shim")),
+        ("kill slice-publisher", kill_restart("slice-publisher")),
+        ("kill claim-controller (both)", kill_restart("claim-controller-a", "claim-controller-b")),
+        ("kill structured-allocator (both)",
+         kill_restart("structured-allocator-a", "structured-allocator-b")),
+        ("kill reference-driver + kubelet-dra-shim", kill_restart("reference-driver", "kubelet-dra-shim")),
+        ("kill claim-controller + structured-allocator",
+         kill_restart("claim-controller-a", "claim-controller-b", "structured-allocator-a",
+                      "structured-allocator-b")),
+        ("failover claim-controller", failover("claim-controller")),
+        ("failover structured-allocator", failover("structured-allocator")),
+        ("nats stopped", nats_stopped),
+        ("kill kube-apiserver", apiserver_restart),
+        ("etcd compaction", etcd_compaction),
+        ("driver gone > grace", driver_gone),
+        ("kill slice-publisher + structured-allocator",
+         kill_restart("slice-publisher", "structured-allocator-a", "structured-allocator-b")),
+    ]

@@ -1,0 +1,127 @@
+"""The stack a chaos run works on: the five services as ``make up`` starts them (``flow.service_commands``),
+the two controllers twice with ``--leader-elect``, and what the harness needs to kill, restart and watch
+them, plus :func:`snapshot` (the objects and node files the invariants look at)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from draflow_runtime.errors import AlreadyExists, NotFound
+from draflow_runtime.kube import LEASES, NAMESPACES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from draflow_testenv.environment import Environment
+from draflow_testenv.flow import service_commands
+from draflow_testenv.process import ManagedProcess
+from draflow_testenv.servers import free_port
+
+from .invariants import NodeFiles, Snapshot
+
+LEADER_ELECTED = ("claim-controller", "structured-allocator")
+LEASE_NAMESPACE = "draflow-system"
+
+
+@dataclass
+class Stack:
+    env: Environment
+    fleet: Path | None = None
+    nodes: list[str] = field(default_factory=list)
+    procs: dict[str, ManagedProcess] = field(default_factory=dict)  # replica name -> process
+    killed: set[int] = field(default_factory=set)  # pids the harness killed on purpose
+    unplanned: list[str] = field(default_factory=list)
+
+    async def start(self, nodes: int, gpus: int) -> None:
+        commands = service_commands(self.env, nodes, gpus, free_port())
+        for name, argv in commands:
+            if name in LEADER_ELECTED:
+                for replica in ("a", "b"):
+                    self.procs[f"{name}-{replica}"] = await self.env.run_service(
+                        [*_no_port(argv), "--http-port", "0", "--leader-elect"], name=f"{name}-{replica}")
+            else:
+                self.procs[name] = await self.env.run_service(argv, name=name)
+        fleet_arg = commands[0][1].index("--fleet-root") + 1
+        self.fleet = Path(commands[0][1][fleet_arg])
+
+    def replicas(self, service: str) -> list[str]:
+        return [n for n in self.procs if n == service or n.startswith(service + "-")]
+
+    async def kill(self, name: str) -> None:
+        proc = self.procs[name]
+        if proc.pid is not None:
+            self.killed.add(proc.pid)
+        await proc.kill()
+
+    async def restart(self, name: str) -> None:
+        """Start the replica ``name`` again with the same command, log file and environment."""
+        old = self.procs[name]
+        if old.running:
+            await self.kill(name)
+        new = ManagedProcess(old.name, old.argv, old.log_path, env=old.env, cwd=old.cwd)
+        await new.start()
+        self.procs[name] = new
+        self.env._services.append(new)  # stopped with the environment
+
+    def check_alive(self) -> list[str]:
+        """Replicas that exited without the harness killing them (each reported once)."""
+        found = []
+        for name, proc in self.procs.items():
+            if not proc.running and proc.pid not in self.killed:
+                self.killed.add(proc.pid or -1)
+                found.append(f"{name} exited with {proc.returncode} unplanned (log {proc.log_path})")
+        self.unplanned += found
+        return found
+
+    async def leader(self, kube: KubeClient, service: str) -> str | None:
+        """The replica of ``service`` that holds its Lease now, or None."""
+        try:
+            lease = await kube.get(LEASES, service, namespace=LEASE_NAMESPACE)
+        except NotFound:
+            return None
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        for name in self.replicas(service):
+            pid = self.procs[name].pid
+            if pid is not None and self.procs[name].running and holder.endswith(f"_{pid}"):
+                return name
+        return None
+
+
+def _no_port(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--http-port":
+            skip = True
+        else:
+            out.append(arg)
+    return out
+
+
+async def ensure_namespace(kube: KubeClient, name: str) -> None:
+    with contextlib.suppress(AlreadyExists):
+        await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def read_node_files(node_dir: Path) -> NodeFiles:
+    """Claim UIDs of ``<fleet>/<node>/cdi/*_<uid>.json`` and of ``<fleet>/<node>/state/checkpoint.json``."""
+    files = NodeFiles()
+    cdi = node_dir / "cdi"
+    if cdi.is_dir():
+        files.cdi = {p.stem.rsplit("_", 1)[-1] for p in cdi.glob("*.json")}
+    try:
+        envelope = json.loads((node_dir / "state" / "checkpoint.json").read_text())
+        files.checkpoint = set(json.loads(envelope["data"]).get("preparedClaims") or {})
+    except FileNotFoundError:
+        pass
+    return files
+
+
+async def snapshot(kube: KubeClient, namespace: str, fleet: Path | None, nodes: list[str]) -> Snapshot:
+    """Pods first, then claims and slices (a pod seen bound had its claims reserved before)."""
+    pods: list[Any] = (await kube.list(PODS, namespace=namespace)).get("items") or []
+    claims: list[Any] = (await kube.list(RESOURCE_CLAIMS, namespace=namespace)).get("items") or []
+    slices: list[Any] = (await kube.list(RESOURCE_SLICES)).get("items") or []
+    files = {n: read_node_files(fleet / n) for n in nodes} if fleet is not None else {}
+    return Snapshot(pods, claims, slices, files)
