@@ -14,7 +14,7 @@ slices from the informer cache merged with this process's own recent writes
 (:class:`draflow_runtime.mutationcache.MutationCache`, so a second sync right after a write does not act
 on a stale cache). It is idempotent: a pool that already looks right is not written. Outcomes: ``Done``;
 a Conflict/NotFound from a stale cache is raised (retried with backoff); an invalid pool from the driver
-is logged and ``Done`` (not published).
+(refused by our checks or by the API server) is logged and ``Done`` (not published).
 
 Start-up (:mod:`slice_publisher.startup`): managed slices of drivers that did not register within
 ``startup_grace`` are deleted once, through their pools' reconciles; other slices of the node only with
@@ -34,7 +34,7 @@ from typing import Any, cast
 from opentelemetry import trace
 
 from draflow_runtime.bus import EventBus
-from draflow_runtime.errors import Conflict, NotFound
+from draflow_runtime.errors import Conflict, Invalid, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 from draflow_runtime.log import get_logger
@@ -251,6 +251,14 @@ class Publisher:
             except (Conflict, NotFound) as exc:
                 log.info("stale cache, will retry", node=node, driver=driver, pool=pool, error=str(exc))
                 raise
+            except Invalid as exc:
+                # The driver's pool passed our checks but not the API server's (device names, attribute
+                # counts...): its broken input, like InvalidPool. Retrying cannot help; its next
+                # inventory reconciles the pool again.
+                log.error("API server refused the driver's pool, not publishing it", node=node,
+                          driver=driver, pool=pool, error=str(exc), causes=exc.causes or None)
+                span.set_attribute("invalid", True)
+                return Done()
             finally:
                 self._remember(plan, result)
                 self._count(driver, result)
