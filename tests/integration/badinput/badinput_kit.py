@@ -192,8 +192,21 @@ def _size(path: Path) -> int:
 
 async def start_stack(testenv: Any, kube: KubeClient, ns: str, fleet: Path,
                       run_service: Callable[..., Awaitable[Any]]) -> Stack:
-    flow = ServiceFlow(testenv, kube, ns, ns.rpartition("-")[2], nodes=2, gpus=12)
+    flow = ServiceFlow(testenv, kube, ns, ns.rpartition("-")[2], nodes=2, gpus=16)
     await flow.start(run_service, fleet, http=True)
     await flow.wait_nodes_ready()
     await flow.create_objects()
+
+    async def every_healthz() -> bool:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=FROZEN)) as session:
+            for port in flow.http_ports.values():
+                try:
+                    async with session.get(f"http://127.0.0.1:{port}/healthz") as resp:
+                        if resp.status != 200:
+                            return False
+                except (aiohttp.ClientError, TimeoutError):
+                    return False
+        return True
+
+    await flow.until(every_healthz, "every service's /healthz")
     return Stack(flow)

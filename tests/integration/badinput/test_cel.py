@@ -10,7 +10,7 @@ import pytest
 from badinput_kit import DRIVER, Stack
 
 from draflow_runtime.errors import Invalid
-from draflow_runtime.kube import DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES
+from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIM_TEMPLATES
 
 pytestmark = pytest.mark.integration
 
@@ -101,6 +101,7 @@ async def test_pathological_selectors_are_bounded_and_the_allocator_stays_respon
         # Broken input is reported once, not on every retry (the control pod requeued the broken one).
         assert len(await stack.events_of("deep", "FailedScheduling")) == 1
     finally:
+        await stack.kube.delete(PODS, "redos", namespace=stack.ns)
         await stack.kube.delete(DEVICE_CLASSES, deep)
         await stack.kube.delete(DEVICE_CLASSES, redos)
 
