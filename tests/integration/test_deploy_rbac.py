@@ -71,7 +71,7 @@ GRANTS: dict[str, list[Grant]] = {
           for r in ("resourceslices", "devicetaintrules")],
         ("patch", "resource.k8s.io", "devicetaintrules/status", "cluster"),
         ("get", "", "nodes", "cluster"),
-        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
+        ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
         ("get", "coordination.k8s.io", "leases", "lease:claim-controller"),
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
@@ -93,7 +93,7 @@ GRANTS: dict[str, list[Grant]] = {
           for v in ("get", "list", "watch", "delete")],
         ("update", "resource.k8s.io", "resourcepoolstatusrequests/status", "cluster"),
         *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
-        ("create", "", "events", "cluster"),
+        ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
         ("update", "coordination.k8s.io", "leases", "lease:structured-allocator"),
     ],
@@ -107,7 +107,7 @@ GRANTS: dict[str, list[Grant]] = {
         *REVIEWS,
         *[(v, "", "pods", "cluster") for v in ("get", "list", "watch")],
         *[(v, "resource.k8s.io", "resourceclaims", "cluster") for v in ("get", "list", "watch")],
-        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),
+        ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
     ],
     "reference-driver": [
         *REVIEWS,
@@ -120,6 +120,7 @@ DENIED: dict[str, list[Grant]] = {
         ("update", "resource.k8s.io", "devicetaintrules", "cluster"), ("update", "", "nodes", "cluster"),
         ("create", "", "pods/binding", "cluster"), ("create", "resource.k8s.io", "resourceslices", "cluster"),
         ("get", "", "secrets", "cluster"), ("update", "coordination.k8s.io", "leases", "lease:other"),
+        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),  # events.k8s.io only
     ],
     "structured-allocator": [
         ("delete", "", "pods", "cluster"), ("update", "", "pods", "cluster"),
@@ -128,6 +129,7 @@ DENIED: dict[str, list[Grant]] = {
         ("update", "resource.k8s.io", "resourceclaims", "cluster"),  # only patched; status is PUT
         ("create", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),  # users ask, it answers
         ("update", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),
+        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),  # events.k8s.io only
     ],
     "slice-publisher": [
         ("get", "", "pods", "cluster"), ("update", "resource.k8s.io", "resourceclaims", "cluster"),
@@ -142,6 +144,7 @@ DENIED: dict[str, list[Grant]] = {
         ("patch", "resource.k8s.io", "resourceclaims/binding", "cluster"),
         ("create", "resource.k8s.io", "resourceslices", "cluster"), ("get", "", "secrets", "cluster"),
         ("create", "coordination.k8s.io", "leases", "node-leases"),
+        ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),  # events.k8s.io only
     ],
     "reference-driver": [
         ("watch", "resource.k8s.io", "resourceclaims", "cluster"),
@@ -167,7 +170,7 @@ DENIED["sim-fleet"] = [
 
 VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
 API_GROUPS = {
-    "pods": "", "nodes": "", "events": "", "leases": "coordination.k8s.io",
+    "pods": "", "nodes": "", "events": "events.k8s.io", "leases": "coordination.k8s.io",
     "tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io",
     **{r: "resource.k8s.io" for r in ("resourceclaims", "resourceclaimtemplates", "resourceslices",
                                        "deviceclasses", "devicetaintrules", "resourcepoolstatusrequests")},

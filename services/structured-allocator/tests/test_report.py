@@ -58,7 +58,7 @@ async def test_reserved_names_the_pod_added_to_a_shared_claim() -> None:
 
 async def test_allocation_failed_is_published_in_the_claims_span() -> None:
     class Recorder:
-        async def event(self, *args: Any) -> None:
+        async def event(self, *args: Any, **kwargs: Any) -> None:
             pass
 
     class Kube:

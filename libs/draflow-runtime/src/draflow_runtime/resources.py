@@ -44,7 +44,8 @@ class Resource:
 
 PODS = Resource("", "v1", "pods", "Pod", True)
 NODES = Resource("", "v1", "nodes", "Node", False)
-EVENTS = Resource("", "v1", "events", "Event", True)
+EVENTS = Resource("", "v1", "events", "Event", True)  # read them here (kubectl describe does)
+EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event", True)  # the same objects; written here
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", False)
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount", True)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease", True)

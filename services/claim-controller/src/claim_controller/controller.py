@@ -155,6 +155,7 @@ class Controller:
             for informer in informers:
                 with contextlib.suppress(Exception):
                     await informer.stop()
+            await self.recorder.aclose()  # the counts of repeated Events not written yet
 
     # -- reconcile -------------------------------------------------------------------------------
 
@@ -176,7 +177,7 @@ class Controller:
             obj = self.pods.get(rest) if key.startswith(POD_PREFIX) else self.ctx.claim(namespace, name)
         if obj is not None:
             reason = getattr(err, "reason", "ReconcileFailed")
-            await self.recorder.event(obj, "Warning", reason, err.message)
+            await self.recorder.event(obj, "Warning", reason, err.message, action="Reconciling")
 
     # -- event handlers: enqueue only ------------------------------------------------------------
 

@@ -149,7 +149,8 @@ class TaintEviction:
             if previous is not None:
                 del self.scheduled[key]
                 log.info("pod eviction cancelled", pod=key)
-                await self.recorder.event(pod, "Normal", EVICTION_REASON, "Cancelling deletion")
+                await self.recorder.event(pod, "Normal", EVICTION_REASON, "Cancelling deletion",
+                                          action="Evicting")
             self.scheduled.pop(key, None)
             return Done()
         if previous is None or previous[1] != eviction:
@@ -175,7 +176,8 @@ class TaintEviction:
             return
         if live["metadata"].get("uid") != uid or live["metadata"].get("deletionTimestamp"):
             return  # replaced by a pod of the same name, or already being deleted
-        await self.recorder.event(live, "Normal", EVICTION_REASON, "Marking for deletion")
+        await self.recorder.event(live, "Normal", EVICTION_REASON, "Marking for deletion",
+                                  action="Evicting")
         try:
             await self._mark_disruption(live)
             await self.kube.delete(PODS, name, namespace, preconditions={"uid": uid})

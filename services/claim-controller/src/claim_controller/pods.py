@@ -91,6 +91,7 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
                 await ctx.recorder.event(
                     pod, "Warning", "ResourceClaimNotFound",
                     f"pod claim {pc.name}: ResourceClaim {pc.claim_name} does not exist (yet)",
+                    action="ResolvingResourceClaims",
                 )
             continue
         claim = await _existing_claim(ctx, pod, pc)
@@ -101,6 +102,7 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
                     pod, "Warning", "ResourceClaimRecreated",
                     f"pod claim {pc.name}: ResourceClaim {pc.claim_name} was deleted; created "
                     f"{claim['metadata']['name']} instead",
+                    action="CreatingResourceClaims", related=claim,
                 )
         if claim is not None:
             names[pc.name] = claim["metadata"]["name"]
@@ -162,6 +164,7 @@ async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
         await ctx.recorder.event(
             pod, "Warning", "FailedResourceClaimCreation",
             f"pod claim {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
+            action="CreatingResourceClaims",
         )
         return None
     body = _claim_body(pod, pc, template)
@@ -306,6 +309,7 @@ async def _request_allocation(ctx: Context, pod: Obj, unallocated: list[str]) ->
         await ctx.recorder.event(
             pod, "Warning", "AllocatorUnavailable",
             f"claims {', '.join(still)} need an allocation on node {node}: {exc}; retrying",
+            action="Allocating",
         )
         raise
     except AllocationRefused as exc:
@@ -313,6 +317,7 @@ async def _request_allocation(ctx: Context, pod: Obj, unallocated: list[str]) ->
         await ctx.recorder.event(
             pod, "Warning", "FailedAllocation",
             f"claims {', '.join(still)} cannot be allocated on node {node}: {exc}; retrying",
+            action="Allocating",
         )
         raise
     metrics.ALLOCATION_REQUESTS.labels(result="ok").inc()

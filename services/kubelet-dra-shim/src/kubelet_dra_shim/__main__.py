@@ -23,7 +23,9 @@ async def serve(settings: ShimSettings) -> None:
         # of our own or with other settings: services would keep rewriting each other's configuration.
         bus = await svc.connect_bus()
         nats = bus if bus.enabled else None
-        fleet = Fleet(settings, svc.kube, EventRecorder(svc.kube, SERVICE), nats, bus=nats)
+        recorder = EventRecorder(svc.kube, SERVICE)
+        svc.on_close(recorder.aclose, "event recorder")  # after the fleet stopped: its last Events
+        fleet = Fleet(settings, svc.kube, recorder, nats, bus=nats)
         await svc.serve_http(ready=lambda: fleet.ready, routes=[
             ("GET", "/debug/claims", _claims_handler(fleet)),
             ("GET", "/debug/plugins", _plugins_handler(fleet)),

@@ -305,6 +305,7 @@ class PodController:
 
     async def _event(self, pod: Mapping[str, Any], reason: str, failure: ClaimFailure) -> None:
         try:
-            await self.recorder.event(pod, "Warning", reason, _describe(failure))
+            action = "Unpreparing" if reason == FAILED_UNPREPARE_REASON else "Preparing"
+            await self.recorder.event(pod, "Warning", reason, _describe(failure), action=action)
         except Exception as exc:
             log.warning("event not recorded", reason=reason, error=repr(exc))

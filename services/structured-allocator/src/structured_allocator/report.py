@@ -66,7 +66,8 @@ class Reporter:
         except (ApiError, TransportError) as err:
             self._reported.pop(key, None)
             log.warning("pod condition not written", pod=key, error=str(err))
-        await self.recorder.event(dict(pod), "Warning", "FailedScheduling", message)
+        await self.recorder.event(dict(pod), "Warning", "FailedScheduling", message,
+                                  action="Scheduling")
         for i, claim in enumerate(claims):
             token = attach(contexts[i]) if i < len(contexts) else None
             try:

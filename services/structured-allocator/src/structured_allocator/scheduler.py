@@ -149,6 +149,7 @@ class Scheduler:
                 await asyncio.wait(self._tasks)
             self.requests.close()
             await self.state.stop()
+            await self.reporter.recorder.aclose()  # the counts of repeated Events not written yet
 
     # -- listener (informer handlers: enqueue only) ------------------------------------------------------
 
@@ -295,7 +296,8 @@ class Scheduler:
                 if done:
                     await self.reporter.recorder.event(
                         dict(pod), "Normal", "ClaimDeallocated",
-                        f'no node fits: deallocated ResourceClaim "{ckey}" so that it can be allocated again')
+                        f'no node fits: deallocated ResourceClaim "{ckey}" so that it can be allocated again',
+                        action="Deallocating")
             except Exception as err:
                 log.warning("post-filter deallocation failed", claim=ckey, error=repr(err))
             finally:
@@ -330,7 +332,7 @@ class Scheduler:
                 await self.reporter.recorder.event(
                     dict(plan.pod), "Normal", "BindingConditionsPending",
                     f"waiting for binding conditions of {', '.join(cp.key for cp in waiting)} "
-                    f"on node {plan.node}")
+                    f"on node {plan.node}", action="Binding")
                 await self.binding.wait(waiting)
             if plan.bind:
                 async with self.write_slots:
@@ -356,7 +358,8 @@ class Scheduler:
                 self.state.usage.forget(plan.uid)
                 self.queue.add_after(key, delay)
             await self.reporter.recorder.event(dict(plan.pod), "Warning", "FailedBinding",
-                                               f"placing on node {plan.node} failed: {err}")
+                                               f"placing on node {plan.node} failed: {err}",
+                                               action="Binding")
             return False
         else:
             PLACEMENTS.labels("bound" if plan.bind else "allocated").inc()
