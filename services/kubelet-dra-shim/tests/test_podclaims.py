@@ -166,3 +166,42 @@ def test_running_status_keeps_start_time_and_reports_every_container() -> None:
     assert [c["name"] for c in status["containerStatuses"]] == ["a", "b"]
     assert all(c["state"]["running"] for c in status["containerStatuses"])
 
+
+
+def _group_claim(owner_kind: str = "PodGroup", owner_api: str = "scheduling.k8s.io/v1beta1",
+                 reserved_group: str = "g") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c", "namespace": "ns", "ownerReferences": [
+            {"apiVersion": owner_api, "kind": owner_kind, "name": "g", "uid": "group-uid",
+             "controller": True}]},
+        "status": {
+            "allocation": {"devices": {"results": [
+                {"driver": "d", "pool": "p", "device": "x", "request": "r"}]}},
+            "reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": reserved_group,
+                             "uid": "group-uid"}],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("claim", "group", "gate", "want"),
+    [
+        pytest.param(_group_claim(), "g", True, "", id="group-claim-serves-a-member"),
+        pytest.param(_group_claim(owner_api="scheduling.k8s.io/v1alpha2"), "g", True, "", id="any-version"),
+        pytest.param(_group_claim(), "g", False, "ResourceClaim was not created for this pod", id="gate-off"),
+        pytest.param(_group_claim(), "", True, "ResourceClaim was not created for this pod or its PodGroup",
+                     id="pod-in-no-group"),
+        pytest.param(_group_claim(owner_api="example.com/v1"), "g", True,
+                     "ResourceClaim was not created for this pod or its PodGroup", id="other-api-group"),
+        pytest.param(_group_claim(reserved_group="other"), "g", True,
+                     "pod is not in the ResourceClaim's reservedFor (nor its PodGroup)",
+                     id="reserved-for-another"),
+    ],
+)
+def test_a_podgroup_claim_is_prepared_for_the_groups_pods_with_the_gate_on(
+    claim: dict[str, Any], group: str, gate: bool, want: str
+) -> None:
+    pod = _pod([])
+    if group:
+        pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+    assert check_claim_for_pod(pod, claim, True, gate) == want

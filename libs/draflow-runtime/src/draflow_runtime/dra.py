@@ -156,6 +156,40 @@ def is_reserved_for(claim: Obj, pod: Obj) -> bool:
     return bool(uid) and any(r.get("uid") == uid for r in _status(claim).get("reservedFor") or ())
 
 
+SCHEDULING_GROUP = "scheduling.k8s.io"  # PodGroup's API group (DRAWorkloadResourceClaims)
+
+
+def pod_group_name(pod: Obj) -> str:
+    """The PodGroup the pod belongs to (``spec.schedulingGroup.podGroupName``), else ""."""
+    return str(((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") or "")
+
+
+def is_reserved_for_pod_or_group(claim: Obj, pod: Obj, pod_groups: bool) -> bool:
+    """Upstream ``IsReservedForPod``: the pod (by UID) is in ``reservedFor``, or, with ``pod_groups``
+    (DRAWorkloadResourceClaims), its PodGroup is (by API group, resource and name: a pod does not know
+    its PodGroup's UID)."""
+    if is_reserved_for(claim, pod):
+        return True
+    group = pod_group_name(pod) if pod_groups else ""
+    return bool(group) and any(
+        r.get("apiGroup") == SCHEDULING_GROUP and r.get("resource") == "podgroups" and r.get("name") == group
+        for r in _status(claim).get("reservedFor") or ()
+    )
+
+
+def is_for_pod_or_group(claim: Obj, pod: Obj, pod_groups: bool) -> bool:
+    """Upstream ``IsForPod``: ``claim`` is controlled by the pod, or, with ``pod_groups``, by the pod's
+    PodGroup (controller kind ``PodGroup`` of the ``scheduling.k8s.io`` group, any version, same name)."""
+    if is_controlled_by(claim, pod):
+        return True
+    group = pod_group_name(pod) if pod_groups else ""
+    return bool(group) and any(
+        ref.get("controller") and ref.get("kind") == "PodGroup" and ref.get("name") == group
+        and str(ref.get("apiVersion", "")).startswith(SCHEDULING_GROUP + "/")
+        for ref in (claim.get("metadata") or {}).get("ownerReferences") or ()
+    )
+
+
 def pod_consumer_ref(pod: Obj) -> dict[str, str]:
     """The ``status.reservedFor`` entry of ``pod`` (core group: no ``apiGroup``)."""
     meta = pod["metadata"]

@@ -89,6 +89,7 @@ class Fleet:
                 rpc_timeout=settings.rpc_timeout,
                 reprepare_after_restart=settings.reprepare_after_restart,
                 optional_node_operations=gates[OPTIONAL_NODE_OPERATIONS],
+                workload_claims=gates["DRAWorkloadResourceClaims"],
                 tracer=tracer,
             )
             health = NodeHealth(name, store, self._health_changed) if settings.health else None

@@ -95,6 +95,7 @@ class NodeManager:
         rpc_timeout: float = 45.0,
         reprepare_after_restart: bool = True,
         optional_node_operations: bool = True,
+        workload_claims: bool = False,
         tracer: trace.Tracer | None = None,
     ) -> None:
         self.node = node
@@ -107,6 +108,7 @@ class NodeManager:
         self.rpc_timeout = rpc_timeout
         self.reprepare_after_restart = reprepare_after_restart
         self.optional_node_operations = optional_node_operations  # DRAOptionalNodeOperations gate
+        self.workload_claims = workload_claims  # DRAWorkloadResourceClaims gate: PodGroup claims
         self.tracer = tracer or trace.get_tracer(TRACER_NAME)
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
@@ -204,7 +206,7 @@ class NodeManager:
             except NotFound:
                 outcome.waiting[ref.name] = f"ResourceClaim {ref.claim_name} not found"
                 continue
-            reason = check_claim_for_pod(pod, claim, ref.generated)
+            reason = check_claim_for_pod(pod, claim, ref.generated, self.workload_claims)
             if reason:
                 outcome.waiting[ref.name] = f"ResourceClaim {ref.claim_name}: {reason}"
                 continue

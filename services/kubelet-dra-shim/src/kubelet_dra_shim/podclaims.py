@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from draflow_runtime.dra import PodClaim, claim_results, is_controlled_by, is_reserved_for
+from draflow_runtime.dra import PodClaim, claim_results, is_for_pod_or_group, is_reserved_for_pod_or_group
 from draflow_runtime.dra import pod_claims as dra_pod_claims
 
 from .checkpoint import ClaimInfo
@@ -37,18 +37,23 @@ def claim_drivers(claim: Mapping[str, Any]) -> list[str]:
     return drivers
 
 
-def check_claim_for_pod(pod: Mapping[str, Any], claim: Mapping[str, Any], from_template: bool) -> str:
+def check_claim_for_pod(
+    pod: Mapping[str, Any], claim: Mapping[str, Any], from_template: bool, pod_groups: bool = False
+) -> str:
     """Why ``claim`` cannot be prepared for ``pod`` yet ("" when it can).
 
     Template claims must be owned (controller reference) by the pod; the claim must be allocated and
-    the pod must be in ``status.reservedFor`` (the allocator reserves before binding).
+    the pod must be in ``status.reservedFor`` (the allocator reserves before binding). With
+    ``pod_groups`` (DRAWorkloadResourceClaims, as kubelet v1.37.1) the pod's PodGroup
+    (``spec.schedulingGroup.podGroupName``) may stand in for the pod in both: a claim generated for the
+    group and reserved for it serves every pod of the group.
     """
-    if from_template and not is_controlled_by(claim, pod):
-        return "ResourceClaim was not created for this pod"
+    if from_template and not is_for_pod_or_group(claim, pod, pod_groups):
+        return "ResourceClaim was not created for this pod" + (" or its PodGroup" if pod_groups else "")
     if not (claim.get("status") or {}).get("allocation"):
         return "ResourceClaim is not allocated"
-    if not is_reserved_for(claim, pod):
-        return "pod is not in the ResourceClaim's reservedFor"
+    if not is_reserved_for_pod_or_group(claim, pod, pod_groups):
+        return "pod is not in the ResourceClaim's reservedFor" + (" (nor its PodGroup)" if pod_groups else "")
     if not claim_drivers(claim):
         return "allocation names no driver"
     return ""
