@@ -7,17 +7,17 @@ import asyncio
 import os
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_fixtures import allocated_claim, resource_slice
 from opentelemetry import trace as otel_trace
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 
 from draflow_cli.__main__ import parser, run
 from draflow_runtime.bus import EventBus
-from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from draflow_runtime.kube import PODS, RESOURCE_SLICES, KubeClient
 from draflow_runtime.lifecycle import ensure_events_stream, publish_claim_event
 from draflow_runtime.tracing import inject_into_annotations, setup_tracing
 from draflow_testenv.wait import eventually
@@ -30,48 +30,6 @@ def cli_args(testenv: Any, *argv: str) -> Any:
         "--kubeconfig", str(testenv.kubeconfig), "--nats-url", testenv.nats_url,
         "--jaeger-url", testenv.jaeger_query_url, "--allocator-url", "http://127.0.0.1:9", *argv,
     ])
-
-
-@pytest.fixture
-async def driver(kube: KubeClient) -> AsyncIterator[str]:
-    """A driver name no other test publishes for; its slices are removed afterwards."""
-    name = f"cli-{uuid.uuid4().hex[:6]}.draflow.example"
-    yield name
-    slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
-    for s in slices:
-        if s["spec"]["driver"] == name:
-            await kube.delete(RESOURCE_SLICES, s["metadata"]["name"])
-
-
-def resource_slice(driver: str, node: str, devices: list[dict[str, Any]]) -> dict[str, Any]:
-    return {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
-        "metadata": {"name": f"{node}-{driver.split('.')[0]}"},
-        "spec": {"driver": driver, "nodeName": node, "devices": devices,
-                 "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}},
-    }
-
-
-async def allocated_claim(
-    kube: KubeClient, namespace: str, name: str, driver: str, pool: str, device: str,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    claim = await kube.create(RESOURCE_CLAIMS, {
-        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": name, "annotations": annotations or {}},
-        "spec": {"devices": {"requests": [
-            {"name": "gpu", "exactly": {"deviceClassName": "gpu.draflow.example"}}
-        ]}},
-    }, namespace=namespace)
-    if not device:
-        return claim
-    claim["status"] = {"allocation": {
-        "devices": {"results": [{"request": "gpu", "driver": driver, "pool": pool, "device": device}]},
-        "nodeSelector": {"nodeSelectorTerms": [
-            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [pool]}]}
-        ]},
-    }}
-    return await kube.replace(RESOURCE_CLAIMS, claim, subresource="status")
 
 
 async def test_status_counts_the_devices_of_real_slices_and_claims(

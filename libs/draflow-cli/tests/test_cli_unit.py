@@ -138,12 +138,14 @@ def test_fallback_reads_the_pod_scheduled_condition_of_the_claims_pods() -> None
     )
 
 
-def test_claim_arguments_must_be_namespace_slash_name(capsys: pytest.CaptureFixture[str]) -> None:
+def test_claim_arguments_are_namespace_slash_name_or_a_name(capsys: pytest.CaptureFixture[str]) -> None:
     args = parser().parse_args(["--nats-url", "nats://x:1", "events", "--claim", "ns/c"])
     assert args.claim == ("ns", "c") and args.nats_url == "nats://x:1"
-    with pytest.raises(SystemExit):
-        parser().parse_args(["trace", "no-namespace"])
-    assert "expected <namespace>/<claim>" in capsys.readouterr().err
+    assert parser().parse_args(["trace", "no-namespace"]).claim == (None, "no-namespace")  # -n / context
+    for bad in ("/c", "ns/", "a/b/c"):
+        with pytest.raises(SystemExit):
+            parser().parse_args(["trace", bad])
+        assert "expected [<namespace>/]<name>" in capsys.readouterr().err
 
 
 def test_flags_have_environment_twins(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,18 +1,25 @@
-"""``draflow``: look at a running draflow from the outside.
+"""``draflow``: look at a running draflow from the outside (also installed as the kubectl plugin
+``kubectl-draflow``: ``kubectl draflow status``).
 
-    draflow status                         devices per node and pool: total, allocated, tainted, unhealthy;
+    draflow status [-o wide|json|yaml]     devices per node and pool: total, allocated, tainted, unhealthy;
                                            the allocator's pool status (ResourcePoolStatusRequest)
-    draflow explain <namespace>/<claim>    why a claim is not allocated (the allocator's explanation)
-    draflow events [--claim ns/name]       a claim's lifecycle timeline, or the latest events
-    draflow trace <namespace>/<claim>      the claim's span tree from Jaeger, with the Jaeger link
+    draflow describe node NODE             the node's slices, pools, devices (taints), claims and their pods
+    draflow explain [NAMESPACE/]CLAIM      why a claim is not allocated (the allocator's explanation)
+    draflow explain pod/POD | --pod POD    the same for each claim of a pod
+    draflow events [--claim [NS/]CLAIM]    a claim's lifecycle timeline, or the latest events
+    draflow trace [NAMESPACE/]CLAIM        the claim's span tree from Jaeger, with the Jaeger link
 
-Every flag has an environment twin: --kubeconfig KUBECONFIG, --nats-url NATS_URL, --jaeger-url JAEGER_URL,
---allocator-url DRAFLOW_ALLOCATOR_URL (``source <state>/env.sh`` of ``make up`` sets them),
---token DRAFLOW_TOKEN, status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT; NATS credentials and TLS:
---nats-creds NATS_CREDS, --nats-user NATS_USER, --nats-password NATS_PASSWORD, --nats-ca NATS_CA,
---nats-cert NATS_CERT, --nats-key NATS_KEY.
-``explain`` sends a bearer token to the allocator (its /explain needs one unless it listens on loopback
-only): --token, else the kubeconfig's token; the user needs ClusterRole draflow-debug-reader.
+kubectl's flags, before or after the subcommand: --kubeconfig (env KUBECONFIG), --context,
+-n/--namespace (names without a namespace; default: the context's namespace, else default),
+-A/--all-namespaces (accepted; status and describe are cluster-wide),
+-o table|wide|json|yaml (status, describe, explain).
+Others: --nats-url NATS_URL, --jaeger-url JAEGER_URL, --allocator-url DRAFLOW_ALLOCATOR_URL (default:
+the allocator pod through the API server's proxy), status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
+``source <state>/env.sh`` of ``make up`` sets the environment.
+--token DRAFLOW_TOKEN: ``explain`` sends a bearer token to the allocator (its /explain needs one unless it
+listens on loopback only), else the kubeconfig's token; the user needs ClusterRole draflow-debug-reader.
+NATS credentials and TLS: --nats-creds NATS_CREDS, --nats-user NATS_USER, --nats-password NATS_PASSWORD,
+--nats-ca NATS_CA, --nats-cert NATS_CERT, --nats-key NATS_KEY.
 """
 
 from __future__ import annotations
@@ -26,61 +33,77 @@ from collections.abc import Awaitable, Callable
 from draflow_runtime.busauth import NatsSecurity
 from draflow_runtime.kube import KubeClient
 
-from . import events, explain, status, trace
+from . import describe, events, explain, status, trace
+from .kubeopts import common_flags, finish, namespace_of
 
 
-def _claim_ref(value: str) -> tuple[str, str]:
-    namespace, sep, name = value.partition("/")
-    if not sep or not namespace or not name:
-        raise argparse.ArgumentTypeError(f"expected <namespace>/<claim>, got {value!r}")
-    return namespace, name
+def _ref(value: str) -> tuple[str | None, str]:
+    """``NAMESPACE/NAME`` or ``NAME`` (namespace from -n / the context)."""
+    namespace, sep, name = value.rpartition("/")
+    if (sep and not namespace) or not name or "/" in namespace:
+        raise argparse.ArgumentTypeError(f"expected [<namespace>/]<name>, got {value!r}")
+    return (namespace or None), name
 
 
-def parser() -> argparse.ArgumentParser:
+class _Parser(argparse.ArgumentParser):
+    def parse_known_args(  # type: ignore[override]
+        self, args: list[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        return finish(parsed), rest
+
+
+def parser(prog: str = "draflow") -> argparse.ArgumentParser:
     doc = (__doc__ or "").splitlines()
-    p = argparse.ArgumentParser(
-        prog="draflow", description=doc[0], epilog="\n".join(doc[2:]),
+    common = common_flags()
+    p = _Parser(
+        prog=prog, description=" ".join(doc[:2]), epilog="\n".join(doc[3:]), parents=[common],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     env = os.environ.get
-    p.add_argument("--kubeconfig", default=env("KUBECONFIG"), help="kubeconfig file (env KUBECONFIG)")
-    p.add_argument("--nats-url", default=env("NATS_URL", "nats://127.0.0.1:4222"),
-                   help="NATS server URL (env NATS_URL; default %(default)s)")
-    p.add_argument("--jaeger-url", default=env("JAEGER_URL", "http://127.0.0.1:16686"),
-                   help="Jaeger query URL (env JAEGER_URL; default %(default)s)")
-    p.add_argument("--allocator-url", default=env("DRAFLOW_ALLOCATOR_URL", "http://127.0.0.1:8080"),
-                   help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; default %(default)s)")
-    p.add_argument("--nats-creds", default=env("NATS_CREDS"), help="NATS credentials file (env NATS_CREDS)")
-    p.add_argument("--nats-user", default=env("NATS_USER"), help="NATS user (env NATS_USER)")
-    p.add_argument("--nats-password", default=env("NATS_PASSWORD"),
-                   help="NATS password (env NATS_PASSWORD; better there than on the command line)")
-    p.add_argument("--nats-ca", default=env("NATS_CA"), help="CA of the NATS server's certificate; turns TLS "
-                   "on (env NATS_CA)")
-    p.add_argument("--nats-cert", default=env("NATS_CERT"),
-                   help="client certificate for NATS (env NATS_CERT)")
-    p.add_argument("--nats-key", default=env("NATS_KEY"), help="its private key (env NATS_KEY)")
-    p.add_argument("--token", default=env("DRAFLOW_TOKEN") or None,
-                   help="bearer token for the allocator's /explain (env DRAFLOW_TOKEN; default: the "
-                   "kubeconfig's token, if it has one)")
-    sub = p.add_subparsers(dest="command", required=True)
-    st = sub.add_parser("status", help="devices per node and pool: total, allocated, tainted, unhealthy, "
-                        "free; then the structured-allocator's pool status")
+    # subparsers are plain parsers: only the top level fills defaults (see kubeopts)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=argparse.ArgumentParser)
+    st = sub.add_parser("status", parents=[common], help="devices per node and pool: total, allocated, "
+                        "tainted, unhealthy, free; then the structured-allocator's pool status")
     st.add_argument("--pool-status-wait", type=float, default=float(env("DRAFLOW_POOL_STATUS_WAIT", "5")),
                     help="seconds to wait for the allocator's ResourcePoolStatusRequest answers (env "
                     "DRAFLOW_POOL_STATUS_WAIT; default %(default)s; negative: skip them)")
-    ex = sub.add_parser("explain", help="why a claim is (not) allocated")
-    ex.add_argument("claim", type=_claim_ref, metavar="NAMESPACE/CLAIM")
-    ev = sub.add_parser("events", help="a claim's lifecycle timeline, or the latest events")
-    ev.add_argument("--claim", type=_claim_ref, metavar="NAMESPACE/CLAIM", help="only this claim")
+    de = sub.add_parser("describe", parents=[common], help="the DRA view of a node")
+    de.add_argument("kind", choices=["node", "nodes", "no"], metavar="node")
+    de.add_argument("name", metavar="NODE")
+    ex = sub.add_parser("explain", parents=[common], help="why a claim (or each claim of a pod) is (not) "
+                        "allocated")
+    ex.add_argument("target", nargs="?", metavar="[NAMESPACE/]CLAIM | pod/POD")
+    ex.add_argument("--pod", help="explain each claim of this pod")
+    ev = sub.add_parser("events", parents=[common], help="a claim's lifecycle timeline, or the latest events")
+    ev.add_argument("--claim", type=_ref, metavar="[NAMESPACE/]CLAIM", help="only this claim")
     ev.add_argument("--last", type=int, default=0, help="at most this many (default: all / 100)")
-    tr = sub.add_parser("trace", help="the claim's span tree from Jaeger")
-    tr.add_argument("claim", type=_claim_ref, metavar="NAMESPACE/CLAIM")
+    tr = sub.add_parser("trace", parents=[common], help="the claim's span tree from Jaeger")
+    tr.add_argument("claim", type=_ref, metavar="[NAMESPACE/]CLAIM")
     tr.add_argument("--wait", type=float, default=0.0, help="seconds to wait for spans to reach Jaeger")
     return p
 
 
+def explain_target(args: argparse.Namespace) -> tuple[str, str, str]:
+    """(``claim`` or ``pod``, namespace, name) of ``draflow explain``."""
+    if bool(args.pod) == bool(args.target):
+        raise ValueError("give one of [NAMESPACE/]CLAIM, pod/POD or --pod POD")
+    if args.pod:
+        namespace, name = _ref(args.pod)
+        return "pod", namespace or namespace_of(args), name
+    kind, sep, rest = args.target.partition("/")
+    if sep and kind in ("pod", "pods", "po"):
+        namespace, name = _ref(rest)
+        return "pod", namespace or namespace_of(args), name
+    if sep and kind in ("resourceclaim", "resourceclaims"):
+        namespace, name = _ref(rest)
+        return "claim", namespace or namespace_of(args), name
+    namespace, name = _ref(args.target)
+    return "claim", namespace or namespace_of(args), name
+
+
 async def _with_kube(args: argparse.Namespace, fn: Callable[[KubeClient], Awaitable[str]]) -> str:
-    kube = await KubeClient.from_kubeconfig(args.kubeconfig)
+    kube = await KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
     try:
         return await fn(kube)
     finally:
@@ -89,20 +112,27 @@ async def _with_kube(args: argparse.Namespace, fn: Callable[[KubeClient], Awaita
 
 async def run(args: argparse.Namespace) -> str:
     if args.command == "status":
-        return await _with_kube(args, lambda k: status.run(k, args.pool_status_wait))
+        return await _with_kube(args, lambda k: status.run(k, args.pool_status_wait, args.output))
+    if args.command == "describe":
+        return await _with_kube(args, lambda k: describe.node(k, args.name, args.output))
     if args.command == "explain":
-        return await _with_kube(args, lambda k: explain.run(k, args.allocator_url, *args.claim,
-                                                                token=args.token))
+        kind, namespace, name = explain_target(args)
+        return await _with_kube(args, lambda k: explain.run_target(
+            k, args.allocator_url, kind, namespace, name, output=args.output, token=args.token))
     if args.command == "trace":
-        return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, *args.claim, wait=args.wait))
+        namespace = args.claim[0] or namespace_of(args)
+        return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, namespace, args.claim[1],
+                                                          wait=args.wait))
+    claim = None if args.claim is None else (args.claim[0] or namespace_of(args), args.claim[1])
     security = NatsSecurity(
         creds_file=args.nats_creds, user=args.nats_user, password=args.nats_password,
         tls_ca_file=args.nats_ca, tls_cert_file=args.nats_cert, tls_key_file=args.nats_key)
-    return await events.run(args.nats_url, args.claim, args.last, security)
+    return await events.run(args.nats_url, claim, args.last, security)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    prog = os.path.basename(sys.argv[0]) if argv is None else "draflow"
+    args = parser("kubectl draflow" if prog == "kubectl-draflow" else "draflow").parse_args(argv)
     try:
         out = asyncio.run(run(args))
     except KeyboardInterrupt:

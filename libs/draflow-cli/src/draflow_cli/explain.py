@@ -1,9 +1,13 @@
-"""``draflow explain <namespace>/<claim>``: why a claim is (not) allocated, in words.
+"""``draflow explain [<namespace>/]<claim>`` (or ``pod/<pod>``: each claim of the pod): why a claim is
+(not) allocated, in words.
 
 1. The claim itself: allocated → where and which devices; nothing more to explain.
 2. The structured-allocator's explanation, ``GET <allocator-url>/explain/<ns>/<claim>`` (JSON: the
    message, node filter counts and the best node's per-request funnel), with a bearer token (``--token``,
    else the kubeconfig's) when the allocator's endpoints are protected (``draflow_runtime.httpauth``).
+   Without ``--allocator-url``: each structured-allocator pod through the API server's proxy
+   subresource (:mod:`.allocatorproxy`), so nothing but a kubeconfig is needed. The API server does not
+   pass the user's token on, so an allocator whose ``/explain`` needs one refuses proxied requests (401).
 3. If the allocator cannot be reached or has none: the ``PodScheduled`` condition message of the pods
    that use the claim (the allocator writes the same message there).
 """
@@ -15,10 +19,12 @@ from typing import Any
 
 import aiohttp
 
-from draflow_runtime.dra import allocation_node, claim_names, claim_results
+from draflow_runtime.dra import allocation_node, claim_names, claim_results, pod_claims
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 
+from . import allocatorproxy
+from .kubeopts import dump, structured
 from .table import render
 
 FUNNEL = [
@@ -136,20 +142,100 @@ async def fetch_explanation(allocator_url: str, namespace: str, name: str, *, to
         return None, f"unreachable: {type(exc).__name__}"
 
 
-async def run(kube: KubeClient, allocator_url: str, namespace: str, name: str, *,
-              token: str | None = None) -> str:
-    """``token`` None: the kubeconfig's own bearer token, if it has one."""
+async def explanation(
+    kube: KubeClient, allocator_url: str, namespace: str, name: str, token: str | None
+) -> tuple[Any, str, str]:
+    """(the allocator's JSON or None, where it was asked, why there is none): at ``allocator_url`` when
+    set (with ``token``; None: the kubeconfig's), else each allocator pod through the API server's proxy
+    (:mod:`.allocatorproxy`)."""
+    if allocator_url:
+        if token is None:
+            token = await kube.bearer_token()
+        doc, why = await fetch_explanation(allocator_url, namespace, name, token=token)
+        return doc, allocator_url, why
+    doc, where = await allocatorproxy.explanation(kube, namespace, name)
+    return doc, where, "" if doc is not None else "no answer"
+
+
+async def claim_doc(
+    kube: KubeClient, allocator_url: str, namespace: str, name: str, token: str | None = None
+) -> dict[str, Any]:
+    """Everything ``explain`` knows about one claim (the ``-o json|yaml`` document)."""
+    doc: dict[str, Any] = {"claim": f"{namespace}/{name}"}
     try:
         claim = await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
     except NotFound:
-        return f"claim {namespace}/{name} not found"
+        return {**doc, "found": False}
+    doc["found"] = True
     if (claim.get("status") or {}).get("allocation"):
-        return f"claim {namespace}/{name}: " + describe_allocation(claim)
-    if token is None:
-        token = await kube.bearer_token()
-    doc, why = await fetch_explanation(allocator_url, namespace, name, token=token)
-    if doc is not None:
-        return format_explanation(doc)
-    pods = (await kube.list(PODS, namespace=namespace)).get("items") or []
-    source = f"(no explanation from the allocator at {allocator_url or '<unset>'}: {why}; pod conditions)"
-    return f"claim {namespace}/{name}: not allocated {source}\n" + format_conditions(pods_of(claim, pods))
+        return {**doc, "allocated": True, "node": allocation_node(claim),
+                "results": [dict(r) for r in claim_results(claim)],
+                "reservedFor": [r.get("name") for r in (claim.get("status") or {}).get("reservedFor") or ()],
+                "_claim": claim}
+    found, source, why = await explanation(kube, allocator_url, namespace, name, token)
+    doc.update(allocated=False, allocator=source, explanation=found)
+    if found is None:
+        doc["why"] = why
+    if found is None:
+        pods = (await kube.list(PODS, namespace=namespace)).get("items") or []
+        doc["_pods"] = pods_of(claim, pods)
+        doc["pods"] = [{"pod": f"{namespace}/{(p.get('metadata') or {}).get('name')}",
+                        "node": (p.get("spec") or {}).get("nodeName") or "",
+                        "conditions": (p.get("status") or {}).get("conditions") or []} for p in doc["_pods"]]
+    return doc
+
+
+def format_claim(doc: Mapping[str, Any]) -> str:
+    ref = doc["claim"]
+    if not doc["found"]:
+        return f"claim {ref} not found"
+    if doc["allocated"]:
+        return f"claim {ref}: " + describe_allocation(doc["_claim"])
+    if doc["explanation"] is not None:
+        return format_explanation(doc["explanation"])
+    source = (f"(no explanation from the allocator at {doc['allocator'] or '<unset>'}: {doc['why']}; "
+              "pod conditions)")
+    return f"claim {ref}: not allocated {source}\n" + format_conditions(doc["_pods"])
+
+
+def public(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
+async def run(kube: KubeClient, allocator_url: str, namespace: str, name: str, *,
+              token: str | None = None) -> str:
+    """``token`` None: the kubeconfig's own bearer token, if it has one."""
+    return format_claim(await claim_doc(kube, allocator_url, namespace, name, token))
+
+
+async def run_target(
+    kube: KubeClient, allocator_url: str, kind: str, namespace: str, name: str, *, output: str = "table",
+    token: str | None = None,
+) -> str:
+    """``explain`` of a claim, or of each claim of a pod (:func:`draflow_runtime.dra.pod_claims`)."""
+    if kind == "claim":
+        doc = await claim_doc(kube, allocator_url, namespace, name, token)
+        return dump(public(doc), output) if structured(output) else format_claim(doc)
+    try:
+        pod = await kube.get(PODS, name, namespace=namespace)
+    except NotFound:
+        return f"pod {namespace}/{name} not found"
+    entries: list[dict[str, Any]] = []
+    for pc in pod_claims(pod, extended=True):
+        entry: dict[str, Any] = {"podClaim": pc.name or "<extended resources>"}
+        if pc.claim_name:
+            entry["doc"] = await claim_doc(kube, allocator_url, namespace, pc.claim_name, token)
+        else:
+            entry["waiting"] = pc.waiting or "not needed"
+        entries.append(entry)
+    if structured(output):
+        return dump({"pod": f"{namespace}/{name}", "claims": [
+            {"podClaim": e["podClaim"], **(public(e["doc"]) if "doc" in e else {"waiting": e["waiting"]})}
+            for e in entries]}, output)
+    if not entries:
+        return f"pod {namespace}/{name} has no resource claims"
+    parts = [f"pod {namespace}/{name}: {len(entries)} claim(s)"]
+    for e in entries:
+        body = format_claim(e["doc"]) if "doc" in e else f"no ResourceClaim: {e['waiting']}"
+        parts.append(f"--- {e['podClaim']}\n{body}")
+    return "\n\n".join(parts)

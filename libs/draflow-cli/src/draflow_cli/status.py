@@ -26,6 +26,7 @@ from draflow_runtime.dra import claim_results
 from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 
 from . import poolstatus
+from .kubeopts import dump, structured
 from .table import render
 
 UNHEALTHY_TAINT = "draflow.dev/unhealthy"
@@ -49,6 +50,16 @@ class PoolStatus:
     def row(self) -> list[object]:
         return [self.node, self.driver, self.pool, len(self.devices), len(self.allocated),
                 len(self.tainted), len(self.unhealthy), self.free]
+
+    def as_dict(self) -> dict[str, Any]:
+        """``-o json|yaml``: the counts and the device names behind them."""
+        return {
+            "node": self.node, "driver": self.driver, "pool": self.pool, "generation": self.generation,
+            "devices": len(self.devices), "allocated": len(self.allocated), "tainted": len(self.tainted),
+            "unhealthy": len(self.unhealthy), "free": self.free,
+            "allocatedDevices": sorted(self.allocated), "taintedDevices": sorted(self.tainted),
+            "unhealthyDevices": sorted(self.unhealthy),
+        }
 
 
 def _placement(spec: Mapping[str, Any], device: Mapping[str, Any]) -> str:
@@ -100,29 +111,47 @@ def summarize(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str,
 
 
 HEADERS = ["NODE", "DRIVER", "POOL", "DEVICES", "ALLOCATED", "TAINTED", "UNHEALTHY", "FREE"]
+WIDE_HEADERS = [*HEADERS, "GENERATION", "UNHEALTHY DEVICES"]
 
 
-def format_status(pools: list[PoolStatus], claims: list[Mapping[str, Any]]) -> str:
+def claim_counts(claims: list[Mapping[str, Any]]) -> dict[str, int]:
+    allocated = sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    return {"total": len(claims), "allocated": allocated, "pending": len(claims) - allocated}
+
+
+def format_status(pools: list[PoolStatus], claims: list[Mapping[str, Any]], *, wide: bool = False) -> str:
     if not pools:
         return "no ResourceSlices published"
     rows: list[list[object]] = [p.row() for p in pools]
     totals = [sum(int(r[i]) for r in rows) for i in range(3, 8)]  # type: ignore[call-overload]
     rows.append(["TOTAL", f"{len({p.driver for p in pools})} driver(s)", f"{len(pools)} pool(s)", *totals])
-    allocated = sum(1 for c in claims if (c.get("status") or {}).get("allocation"))
+    if wide:
+        for row, p in zip(rows, pools, strict=False):
+            row.extend([p.generation, ",".join(sorted(p.unhealthy)) or "-"])
+        rows[-1].extend(["", ""])
+    counts = claim_counts(claims)
     nodes = {p.node for p in pools}
     return (
-        render(HEADERS, rows)
-        + f"\n\n{len(nodes)} node(s); claims: {len(claims)} total, {allocated} allocated, "
-        f"{len(claims) - allocated} pending"
+        render(WIDE_HEADERS if wide else HEADERS, rows)
+        + f"\n\n{len(nodes)} node(s); claims: {counts['total']} total, {counts['allocated']} allocated, "
+        f"{counts['pending']} pending"
     )
 
 
-async def run(kube: KubeClient, pool_status_wait: float = 5.0) -> str:
+def status_doc(pools: list[PoolStatus], claims: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """``-o json|yaml``: the API server's view (the allocator's pool status is table-only)."""
+    return {"pools": [p.as_dict() for p in pools], "claims": claim_counts(claims)}
+
+
+async def run(kube: KubeClient, pool_status_wait: float = 5.0, output: str = "table") -> str:
     """The table of the API server's view, then the structured-allocator's answer per driver
-    (:mod:`.poolstatus`; skipped with ``pool_status_wait < 0``)."""
+    (:mod:`.poolstatus`; skipped with ``pool_status_wait < 0`` and for ``-o json|yaml``)."""
     slices = (await kube.list(RESOURCE_SLICES)).get("items") or []
     claims = (await kube.list(RESOURCE_CLAIMS)).get("items") or []
-    out = format_status(summarize(slices, claims), claims)
+    pools = summarize(slices, claims)
+    if structured(output):
+        return dump(status_doc(pools, claims), output)
+    out = format_status(pools, claims, wide=output == "wide")
     if pool_status_wait >= 0:
         drivers = {(s.get("spec") or {}).get("driver", "") for s in slices} - {""}
         section = await poolstatus.run(kube, drivers, pool_status_wait)

@@ -100,6 +100,7 @@ class KubeClient:
         cls,
         path: str | None = None,
         *,
+        context: str | None = None,
         impersonate: str | None = None,
         impersonate_groups: list[str] | None = None,
     ) -> KubeClient:
@@ -108,15 +109,16 @@ class KubeClient:
         ``None`` means ``$KUBECONFIG``, then the in-cluster service account (when
         ``KUBERNETES_SERVICE_HOST`` is set), then ``~/.kube/config``. Raises
         ``kubernetes.aio.config.ConfigException`` when nothing usable is found. No request is made.
+        ``context`` picks a kubeconfig context other than the current one.
         """
         configuration = Configuration()
         if path is None:
             path = os.environ.get("KUBECONFIG") or None
-        if path is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        if path is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
             kube_config.load_incluster_config(client_configuration=configuration)
         else:
             await kube_config.load_kube_config(
-                config_file=path, client_configuration=configuration, persist_config=False
+                config_file=path, context=context, client_configuration=configuration, persist_config=False
             )
         return cls(
             ApiClient(configuration), impersonate=impersonate, impersonate_groups=impersonate_groups
