@@ -158,3 +158,32 @@ def test_the_proxy_asks_running_allocator_pods_on_their_http_port_newest_first()
                                 ("draflow-system", "first-port", 7000)]
     assert proxy_path("draflow-system", "new", 8080, "team", "c") == (
         "/api/v1/namespaces/draflow-system/pods/new:8080/proxy/explain/team/c")
+
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def readme_commands(path: Path) -> list[list[str]]:
+    """The ``draflow ...`` and ``kubectl draflow ...`` lines of the fenced blocks, comment cut off."""
+    out, fenced = [], False
+    for line in path.read_text().splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+            continue
+        words = line.split("#", 1)[0].split()
+        if fenced and words[:2] == ["kubectl", "draflow"]:
+            words = words[1:]
+        if fenced and words[:1] == ["draflow"]:
+            out.append(words[1:])
+    return out
+
+
+@pytest.mark.parametrize("readme", ["README.md", "libs/draflow-cli/README.md"])
+def test_the_readme_examples_parse_as_printed(readme: str) -> None:
+    commands = readme_commands(REPO / readme)
+    assert len(commands) >= 7
+    for argv in commands:
+        argv = [w for w in argv if not w.startswith("[") and not w.endswith("]")]  # optional parts
+        args = parser().parse_args(argv)
+        if args.command == "explain":
+            explain_target(args)  # one target, well formed
