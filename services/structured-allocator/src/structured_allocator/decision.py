@@ -237,8 +237,8 @@ class Decider:
         claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
-        na = None
-        if self.node_allocatable:
+        na = None  # pods already bound (only_node) skip node fit, this part of it too
+        if self.node_allocatable and not only_node:
             pairs = list(zip(allocated_claims, fixed, strict=True))
             shared = shared_mapped_claim(pod, pairs, self.state.slices)
             if shared:
