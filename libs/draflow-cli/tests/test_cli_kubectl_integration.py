@@ -14,10 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from aiohttp import web
 from cli_fixtures import allocated_claim, resource_slice
 
 from draflow_cli.__main__ import parser, run
+from draflow_runtime.errors import TransportError
 from draflow_runtime.kube import PODS, RESOURCE_SLICES, KubeClient
 from draflow_testenv.binaries import ensure_binary
 
@@ -154,3 +156,28 @@ async def test_kubectl_draflow_runs_the_plugin_through_the_real_kubectl(
     assert mine == [(node, 1, 1)]
     text = await kubectl("draflow", "describe", "node", node, "--kubeconfig", kubeconfig)
     assert text.startswith(f"Node: {node} (no Node object)") and "gpu-0" in text
+
+
+async def test_context_flag_picks_the_kubeconfig_context_and_its_namespace(
+    testenv: Any, kube: KubeClient, make_namespace: Any, driver: str, tmp_path: Path
+) -> None:
+    ns = await make_namespace("cli-context")
+    await allocated_claim(kube, ns, "done", driver, "node-a", "gpu-0")
+    config = yaml.safe_load(testenv.kubeconfig.read_text())
+    (real,) = config["contexts"]
+    cluster = dict(config["clusters"][0], name="nowhere")
+    cluster["cluster"] = dict(cluster["cluster"], server="https://127.0.0.1:9")  # nothing listens there
+    config["clusters"].append(cluster)
+    config["contexts"] = [
+        {"name": "broken", "context": dict(real["context"], cluster="nowhere")},
+        {"name": "team", "context": dict(real["context"], namespace=ns)},
+    ]
+    config["current-context"] = "broken"
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+
+    # the claim by name only: the namespace comes from the "team" context
+    out = await run(parser().parse_args(["explain", "done", "--kubeconfig", str(path), "--context", "team"]))
+    assert out.startswith(f"claim {ns}/done: allocated on node node-a")
+    with pytest.raises(TransportError):  # the current context's server: nothing listens
+        await run(parser().parse_args(["explain", "done", "-n", ns, "--kubeconfig", str(path)]))
