@@ -40,6 +40,8 @@ BATCH_DURATION = Histogram(
     ["operation"], buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
 
+PREPARE_CONCURRENCY = 16
+"""Claims of one NodePrepareResources batch read and prepared at the same time (a pod has a few)."""
 MAX_UNIX_PATH = 107  # sun_path is 108 bytes including the terminating NUL
 
 
@@ -211,11 +213,20 @@ class NodeDriver:
         """NodePrepareResources for ``(namespace, name, uid)`` claims: one outcome per claim UID.
 
         Idempotent; each claim fails or succeeds on its own. Claims are read from the API server
-        concurrently; writes are serialized per node.
+        concurrently, at most :data:`PREPARE_CONCURRENCY` at a time; writes are serialized per node.
         """
         start = time.perf_counter()
+        outcomes: list[PrepareOutcome] = [PrepareOutcome(error="not prepared")] * len(claims)
+        todo = iter(enumerate(claims))
+
+        async def worker() -> None:
+            for i, (ns, name, uid) in todo:  # one shared iterator: each claim is taken once
+                outcomes[i] = await self._prepare_one(ns, name, uid)
+
         with bind(node=self.node_name, driver=self.identity.driver_name):
-            outcomes = await asyncio.gather(*(self._prepare_one(ns, name, uid) for ns, name, uid in claims))
+            # At most PREPARE_CONCURRENCY claims at once: a batch of thousands (any caller can send one)
+            # must not start thousands of tasks and API requests in one go and freeze the event loop.
+            await asyncio.gather(*(worker() for _ in range(min(PREPARE_CONCURRENCY, len(claims)))))
         BATCH_DURATION.labels("prepare").observe(time.perf_counter() - start)
         for outcome in outcomes:
             CLAIM_OPERATIONS.labels("prepare", "error" if outcome.error else "ok").inc()
