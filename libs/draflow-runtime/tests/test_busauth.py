@@ -49,6 +49,7 @@ def test_a_ca_alone_turns_tls_on_and_verifies_the_server() -> None:
     (["--nats-user", "a", "--nats-creds-file", "/x.creds"], "only one of creds file, nkey seed file, user"),
     (["--nats-password", "p"], "a password needs a user"),
     (["--nats-tls-cert-file", "/c.crt"], "the client certificate and its key go together"),
+    (["--http-tls-key-file", "/k.key"], "http_tls_cert_file and http_tls_key_file go together"),
 ])
 def test_conflicting_settings_stop_the_start_with_a_clear_message(
         argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:

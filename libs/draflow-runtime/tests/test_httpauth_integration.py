@@ -5,6 +5,7 @@ the ClusterRole ``deploy/kustomize/base/common/http-readers.yaml`` ships for the
 from __future__ import annotations
 
 import asyncio
+import ssl
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from draflow_runtime.servicecontext import ServiceContext
 from draflow_runtime.settings import ServiceSettings
+from draflow_testenv import pki
 from draflow_testenv.servers import free_port
 from draflow_testenv.wait import eventually
 
@@ -99,10 +101,11 @@ async def test_protected_paths_need_a_token_the_api_server_authorizes(
                "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}]}
     await kube.request("POST", f"{RBAC}/clusterrolebindings", body=binding)
     try:
-        async def allowed() -> bool:
-            return (await _get(base + "/explain", token=token))[0] == 200
+        async def allowed() -> bool:  # the denials above are reused for http_auth_cache_seconds
+            return all([(await _get(base + path, token=token))[0] == 200
+                        for path in ("/explain", "/debug/claims")])
 
-        await eventually(allowed, 20, "the bound reader role lets the token read /explain", interval=0.3)
+        await eventually(allowed, 20, "the bound reader role lets the token read both paths", interval=0.3)
         status, body = await _get(base + "/debug/claims", token=token)
         assert (status, "secret-claim" in body) == (200, True)
         # the role grants reading only, and nothing else
@@ -126,3 +129,22 @@ async def test_a_loopback_only_server_needs_no_token_by_default(
     # --http-auth on protects a loopback server as well
     base = await serve(http_host="127.0.0.1", http_auth="on")
     assert (await _get(base + "/explain"))[0] == 401
+
+
+async def test_https_keeps_the_token_off_the_wire_and_the_checks_apply(
+        tmp_path: Path, serve: Callable[..., Awaitable[str]]) -> None:
+    ca = pki.make_ca("httpauth-test-ca")
+    cert = pki.make_serving_cert(ca, ["localhost"], ["127.0.0.1"])
+    pems = {"ca.crt": ca.cert_pem, "tls.crt": cert.cert_pem, "tls.key": cert.key_pem}
+    files = {name: pki.write_private(tmp_path / name, data) for name, data in pems.items()}
+    base = await serve(http_tls_cert_file=str(files["tls.crt"]), http_tls_key_file=str(files["tls.key"]))
+    https = base.replace("http://", "https://")
+    trust = ssl.create_default_context(cafile=str(files["ca.crt"]))
+    async with aiohttp.ClientSession() as http:
+        async with http.get(https + "/healthz", ssl=trust) as resp:
+            assert resp.status == 200
+        async with http.get(https + "/explain", ssl=trust) as resp:
+            assert resp.status == 401
+        with pytest.raises(aiohttp.ClientError):  # plain HTTP is not served
+            async with http.get(base + "/healthz") as resp:
+                await resp.read()

@@ -15,6 +15,7 @@ authorizes for that path: 401 without or with a bad token, 403 when denied.
 from __future__ import annotations
 
 import inspect
+import ssl
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -37,7 +38,8 @@ PROBE_PATHS = frozenset({"/healthz", "/readyz"})
 class ObservabilityServer:
     """HTTP server for ``/metrics``, ``/healthz``, ``/readyz`` and extra routes.
 
-    ``port=0`` binds a free port; read :attr:`port` after :meth:`start`. ``auth``: see the module docstring.
+    ``port=0`` binds a free port; read :attr:`port` after :meth:`start`. ``auth``: see the module docstring;
+    ``ssl_context``: serve HTTPS.
     """
 
     def __init__(
@@ -49,8 +51,10 @@ class ObservabilityServer:
         registry: CollectorRegistry = REGISTRY,
         auth: DelegatedAuth | None = None,
         protect_metrics: bool = False,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self._ssl = ssl_context
         self.port = port
         self._ready = ready
         self._registry = registry
@@ -70,19 +74,19 @@ class ObservabilityServer:
 
     @property
     def url(self) -> str:
-        """Base URL, e.g. ``http://127.0.0.1:8080``."""
-        return f"http://{self.host}:{self.port}"
+        """Base URL, e.g. ``http://127.0.0.1:8080`` (``https`` with ``ssl_context``)."""
+        return f"{'https' if self._ssl else 'http'}://{self.host}:{self.port}"
 
     async def start(self) -> None:
         """Bind and serve in the background; :attr:`port` is the bound port afterwards."""
         runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(runner, self.host, self.port, reuse_address=True, ssl_context=self._ssl)
         await site.start()
         self._runner = runner
         address = runner.addresses[0]
         self.port = int(address[1])
-        log.info("observability server listening", host=self.host, port=self.port)
+        log.info("observability server listening", host=self.host, port=self.port, tls=self._ssl is not None)
 
     async def stop(self) -> None:
         """Stop serving; in-flight requests are finished first. Idempotent."""

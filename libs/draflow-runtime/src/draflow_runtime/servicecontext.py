@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from types import TracebackType
 from typing import Any
@@ -139,13 +140,18 @@ class ServiceContext:
         """Start the ``/metrics``, ``/healthz``, ``/readyz`` server (plus ``routes``) on
         ``settings.http_port`` (0: none), stopped at shut-down. Unless ``settings.http_auth`` says
         otherwise (:func:`draflow_runtime.httpauth.auth_applies`) every path but the probes (and
-        ``/metrics`` unless ``http_metrics_auth``) needs a token the API server authorizes."""
+        ``/metrics`` unless ``http_metrics_auth``) needs a token the API server authorizes; HTTPS with
+        ``http_tls_cert_file``/``http_tls_key_file``."""
         settings = self.settings
         auth = None
         if auth_applies(settings.http_auth, settings.http_host):
             auth = DelegatedAuth(self.kube, cache_seconds=settings.http_auth_cache_seconds)
+        tls = None
+        if settings.http_tls_cert_file and settings.http_tls_key_file:
+            tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            tls.load_cert_chain(settings.http_tls_cert_file, settings.http_tls_key_file)
         self.server = ObservabilityServer(settings.http_port, settings.http_host, ready=ready, auth=auth,
-                                          protect_metrics=settings.http_metrics_auth)
+                                          protect_metrics=settings.http_metrics_auth, ssl_context=tls)
         for method, path, handler in routes:
             self.server.add_route(method, path, handler)
         if settings.http_port:

@@ -111,6 +111,11 @@ class ServiceSettings(BaseSettings):
     http_auth_cache_seconds: float = Field(
         10.0, ge=0, description="Seconds a TokenReview or SubjectAccessReview answer is reused (0: never)."
     )
+    http_tls_cert_file: str | None = Field(
+        None, description="Serve HTTPS with this certificate (and --http-tls-key-file): tokens never cross "
+        "the network in the clear; probes then use scheme HTTPS."
+    )
+    http_tls_key_file: str | None = Field(None, description="Private key of --http-tls-cert-file.")
     leader_elect: bool = Field(False, description="Run only while holding the leader-election Lease.")
     leader_election_namespace: str = Field(
         "draflow-system", description="Namespace of the leader-election Lease."
@@ -135,15 +140,18 @@ class ServiceSettings(BaseSettings):
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
 
-    @field_validator("kubeconfig", "nats_creds_file", "nats_nkey_seed_file", "nats_user", "nats_password",
+    @field_validator("kubeconfig", "http_tls_cert_file", "http_tls_key_file",
+                     "nats_creds_file", "nats_nkey_seed_file", "nats_user", "nats_password",
                      "nats_tls_ca_file", "nats_tls_cert_file", "nats_tls_key_file", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return None if value == "" else value
 
     @model_validator(mode="after")
-    def _check_nats_security(self) -> ServiceSettings:
+    def _check_credentials(self) -> ServiceSettings:
         NatsSecurity.from_settings(self)  # raises ValueError naming the conflicting settings
+        if bool(self.http_tls_cert_file) != bool(self.http_tls_key_file):
+            raise ValueError("http_tls_cert_file and http_tls_key_file go together")
         return self
 
     @model_validator(mode="after")
