@@ -5,7 +5,7 @@ import warnings
 
 from draflow_protos.dra.v1 import api_pb2 as draflow__protos_dot_dra_dot_v1_dot_api__pb2
 
-GRPC_GENERATED_VERSION = '1.76.0'
+GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class DRAPluginStub(object):
+class DRAPluginStub:
     """Served by a DRA driver on its service socket (dra.sock); called by the kubelet.
     Both calls are batches: one entry per claim in, one result per claim (keyed by claim UID) out,
     each with its own error, so one bad claim does not fail the others.
@@ -49,7 +49,7 @@ class DRAPluginStub(object):
                 _registered_method=True)
 
 
-class DRAPluginServicer(object):
+class DRAPluginServicer:
     """Served by a DRA driver on its service socket (dra.sock); called by the kubelet.
     Both calls are batches: one entry per claim in, one result per claim (keyed by claim UID) out,
     each with its own error, so one bad claim does not fail the others.
@@ -90,7 +90,7 @@ def add_DRAPluginServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class DRAPlugin(object):
+class DRAPlugin:
     """Served by a DRA driver on its service socket (dra.sock); called by the kubelet.
     Both calls are batches: one entry per claim in, one result per claim (keyed by claim UID) out,
     each with its own error, so one bad claim does not fail the others.

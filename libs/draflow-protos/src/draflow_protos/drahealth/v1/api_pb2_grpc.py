@@ -5,7 +5,7 @@ import warnings
 
 from draflow_protos.drahealth.v1 import api_pb2 as draflow__protos_dot_drahealth_dot_v1_dot_api__pb2
 
-GRPC_GENERATED_VERSION = '1.76.0'
+GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class DRAResourceHealthStub(object):
+class DRAResourceHealthStub:
     """Served by a DRA driver on its service socket next to DRAPlugin.
     """
 
@@ -42,7 +42,7 @@ class DRAResourceHealthStub(object):
                 _registered_method=True)
 
 
-class DRAResourceHealthServicer(object):
+class DRAResourceHealthServicer:
     """Served by a DRA driver on its service socket next to DRAPlugin.
     """
 
@@ -69,7 +69,7 @@ def add_DRAResourceHealthServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class DRAResourceHealth(object):
+class DRAResourceHealth:
     """Served by a DRA driver on its service socket next to DRAPlugin.
     """
 

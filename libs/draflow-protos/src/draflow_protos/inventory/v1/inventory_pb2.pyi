@@ -44,7 +44,7 @@ class Pool(_message.Message):
     per_device_node_selection: bool
     shared_counters: _containers.RepeatedCompositeFieldContainer[CounterSet]
     partition_type_attribute: str
-    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: bool = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., per_device_node_selection: bool = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ..., partition_type_attribute: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., generation: _Optional[int] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., devices: _Optional[_Iterable[_Union[Device, _Mapping]]] = ..., per_device_node_selection: _Optional[bool] = ..., shared_counters: _Optional[_Iterable[_Union[CounterSet, _Mapping]]] = ..., partition_type_attribute: _Optional[str] = ...) -> None: ...
 
 class Device(_message.Message):
     __slots__ = ("name", "attributes", "capacity", "consumes_counters", "node_name", "node_selector", "all_nodes", "taints", "binds_to_node", "binding_conditions", "binding_failure_conditions", "allow_multiple_allocations")
@@ -86,7 +86,7 @@ class Device(_message.Message):
     binding_conditions: _containers.RepeatedScalarFieldContainer[str]
     binding_failure_conditions: _containers.RepeatedScalarFieldContainer[str]
     allow_multiple_allocations: bool
-    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, DeviceCapacity]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: bool = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., binds_to_node: bool = ..., binding_conditions: _Optional[_Iterable[str]] = ..., binding_failure_conditions: _Optional[_Iterable[str]] = ..., allow_multiple_allocations: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., attributes: _Optional[_Mapping[str, DeviceAttribute]] = ..., capacity: _Optional[_Mapping[str, DeviceCapacity]] = ..., consumes_counters: _Optional[_Iterable[_Union[DeviceCounterConsumption, _Mapping]]] = ..., node_name: _Optional[str] = ..., node_selector: _Optional[_Union[NodeSelector, _Mapping]] = ..., all_nodes: _Optional[bool] = ..., taints: _Optional[_Iterable[_Union[DeviceTaint, _Mapping]]] = ..., binds_to_node: _Optional[bool] = ..., binding_conditions: _Optional[_Iterable[str]] = ..., binding_failure_conditions: _Optional[_Iterable[str]] = ..., allow_multiple_allocations: _Optional[bool] = ...) -> None: ...
 
 class DeviceAttribute(_message.Message):
     __slots__ = ("int_value", "bool_value", "string_value", "version_value", "int_values", "bool_values", "string_values", "version_values")
@@ -106,7 +106,7 @@ class DeviceAttribute(_message.Message):
     bool_values: BoolList
     string_values: StringList
     version_values: StringList
-    def __init__(self, int_value: _Optional[int] = ..., bool_value: bool = ..., string_value: _Optional[str] = ..., version_value: _Optional[str] = ..., int_values: _Optional[_Union[IntList, _Mapping]] = ..., bool_values: _Optional[_Union[BoolList, _Mapping]] = ..., string_values: _Optional[_Union[StringList, _Mapping]] = ..., version_values: _Optional[_Union[StringList, _Mapping]] = ...) -> None: ...
+    def __init__(self, int_value: _Optional[int] = ..., bool_value: _Optional[bool] = ..., string_value: _Optional[str] = ..., version_value: _Optional[str] = ..., int_values: _Optional[_Union[IntList, _Mapping]] = ..., bool_values: _Optional[_Union[BoolList, _Mapping]] = ..., string_values: _Optional[_Union[StringList, _Mapping]] = ..., version_values: _Optional[_Union[StringList, _Mapping]] = ...) -> None: ...
 
 class IntList(_message.Message):
     __slots__ = ("values",)

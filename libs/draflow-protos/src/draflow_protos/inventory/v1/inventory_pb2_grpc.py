@@ -5,7 +5,7 @@ import warnings
 
 from draflow_protos.inventory.v1 import inventory_pb2 as draflow__protos_dot_inventory_dot_v1_dot_inventory__pb2
 
-GRPC_GENERATED_VERSION = '1.76.0'
+GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class InventoryStub(object):
+class InventoryStub:
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -41,7 +41,7 @@ class InventoryStub(object):
                 _registered_method=True)
 
 
-class InventoryServicer(object):
+class InventoryServicer:
     """Missing associated documentation comment in .proto file."""
 
     def ListAndWatchResources(self, request, context):
@@ -68,7 +68,7 @@ def add_InventoryServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Inventory(object):
+class Inventory:
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

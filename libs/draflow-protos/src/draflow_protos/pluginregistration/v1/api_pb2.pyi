@@ -24,7 +24,7 @@ class RegistrationStatus(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     plugin_registered: bool
     error: str
-    def __init__(self, plugin_registered: bool = ..., error: _Optional[str] = ...) -> None: ...
+    def __init__(self, plugin_registered: _Optional[bool] = ..., error: _Optional[str] = ...) -> None: ...
 
 class RegistrationStatusResponse(_message.Message):
     __slots__ = ()

@@ -5,7 +5,7 @@ import warnings
 
 from draflow_protos.pluginregistration.v1 import api_pb2 as draflow__protos_dot_pluginregistration_dot_v1_dot_api__pb2
 
-GRPC_GENERATED_VERSION = '1.76.0'
+GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class RegistrationStub(object):
+class RegistrationStub:
     """Served by the plugin on its registration socket, called by the kubelet's plugin watcher.
     """
 
@@ -47,7 +47,7 @@ class RegistrationStub(object):
                 _registered_method=True)
 
 
-class RegistrationServicer(object):
+class RegistrationServicer:
     """Served by the plugin on its registration socket, called by the kubelet's plugin watcher.
     """
 
@@ -84,7 +84,7 @@ def add_RegistrationServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class Registration(object):
+class Registration:
     """Served by the plugin on its registration socket, called by the kubelet's plugin watcher.
     """
 
