@@ -44,15 +44,14 @@ from typing import Any
 from draflow_runtime.dra import RESERVED_FOR_MAX, is_controlled_by, is_reserved_for, pod_claims
 
 from .bindingconds import binding_status, utcnow
+from .claimfacts import describe_error, min_devices
 from .core import (
     AllocationError,
     Allocator,
     CelCache,
-    CelSelectorError,
     Features,
     SearchBudget,
     SearchBudgetExhausted,
-    UnknownDeviceClassError,
 )
 from .explain_http import PodExplanation
 from .extres import ExtendedClaim, ExtendedDemand, extended_demand
@@ -101,35 +100,6 @@ class Unschedulable:
 
 
 Decision = Placement | Waiting | Unschedulable
-
-
-def describe_error(err: AllocationError) -> str:
-    """The user-facing text of broken input, naming the class and the expression."""
-    if isinstance(err, UnknownDeviceClassError):
-        return (f'DeviceClass "{err.device_class}" does not exist (claim "{err.claim}", '
-                f'request "{err.request}")')
-    text = str(err)
-    if isinstance(err, CelSelectorError) and err.device:
-        # The same for every device, so that the condition and Event are written once, not again
-        # whenever another device happened to be evaluated first.
-        text = text.replace(f" on device {err.device}", "")
-    if isinstance(err, CelSelectorError) and err.device_class:
-        return f'DeviceClass "{err.device_class}": {text}'  # the message names selector and expression
-    return text
-
-
-def _min_devices(claim: Mapping[str, Any]) -> int | None:
-    """Devices the claim needs at least, or None when that is unknown (All mode, admin access)."""
-    total = 0
-    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
-        options = request.get("firstAvailable") or [request.get("exactly") or {}]
-        counts = []
-        for spec in options:
-            if spec.get("allocationMode", "ExactCount") != "ExactCount" or spec.get("adminAccess"):
-                return None
-            counts.append(int(spec.get("count", 1)))
-        total += min(counts) if counts else 0
-    return total
 
 
 class Decider:
@@ -302,7 +272,7 @@ class Decider:
         last_yield = time.perf_counter()
         needed: int | None = 0
         for claim in to_allocate:
-            n = _min_devices(claim)
+            n = min_devices(claim)
             needed = None if n is None or needed is None else needed + n
         names = [only_node] if only_node else state.node_names()
         explanation.nodes_total = len(names)
@@ -328,7 +298,7 @@ class Decider:
             ext = extended.for_node(node, state.usage.allocatable(node).resources) if extended else None
             if ext is not None:
                 claims = [*to_allocate, ext.claim]
-                node_needed = None if needed is None else needed + (_min_devices(ext.claim) or 0)
+                node_needed = None if needed is None else needed + (min_devices(ext.claim) or 0)
             if allocator is None or not claims:
                 admit(feasible, Candidate(node, [], free, total), na, explanation)
             elif node_needed is not None and not shared and free < node_needed:
