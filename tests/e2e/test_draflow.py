@@ -45,7 +45,8 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 async def _pods_ready(cluster: ClusterEnvironment) -> bool:
     """Each of the four workloads has a Ready pod (pods are labelled with their service's name)."""
-    pods = (await _get(cluster, "/api/v1/namespaces/draflow-system/pods"))["items"]
+    pods = [p for ns in ("draflow-system", "draflow-node")  # controllers, node agents
+            for p in (await _get(cluster, f"/api/v1/namespaces/{ns}/pods"))["items"]]
     ready = {p["metadata"].get("labels", {}).get("app.kubernetes.io/name") for p in pods if _ready(p)}
     return ready >= WORKLOADS
 
@@ -192,11 +193,11 @@ async def test_kubelet_restart_does_not_prepare_again_and_driver_restart_registe
 
     registered = ("Registered DRA plugin", f'driverName="{DRIVER}"')
     registrations = await _log_count(cluster, node, *registered)
-    drivers = (await cluster.admin.request("GET", "/api/v1/namespaces/draflow-system/pods", params={
+    drivers = (await cluster.admin.request("GET", "/api/v1/namespaces/draflow-node/pods", params={
         "labelSelector": "app.kubernetes.io/name=reference-driver"}))["items"]
     for d in drivers:
         name = d["metadata"]["name"]
-        await cluster.admin.request("DELETE", f"/api/v1/namespaces/draflow-system/pods/{name}")
+        await cluster.admin.request("DELETE", f"/api/v1/namespaces/draflow-node/pods/{name}")
 
     async def registered_again() -> bool:
         return await _log_count(cluster, node, *registered) > registrations
@@ -221,7 +222,7 @@ async def test_two_real_nodes_each_run_the_driver_and_a_claim_pod(
     await eventually(lambda: _pods_ready(env), timeout=240, interval=1.0, what="draflow Ready")
 
     async def agents_on_each_node() -> bool:
-        pods = (await _get(env, "/api/v1/namespaces/draflow-system/pods"))["items"]
+        pods = (await _get(env, "/api/v1/namespaces/draflow-node/pods"))["items"]
         for agent in ("reference-driver", "slice-publisher"):
             on = {p["spec"].get("nodeName") for p in pods if _ready(p)
                   and p["metadata"].get("labels", {}).get("app.kubernetes.io/name") == agent}

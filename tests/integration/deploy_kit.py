@@ -13,7 +13,8 @@ from draflow_testenv.identity import RBAC_KINDS
 REPO = Path(__file__).resolve().parents[2]
 KUSTOMIZE_DIR = REPO / "deploy" / "kustomize"
 DOCKERFILE = REPO / "deploy" / "images" / "Dockerfile"
-NAMESPACE = "draflow-system"
+NAMESPACE = "draflow-system"  # the controllers' (Pod Security: restricted)
+NODE_NAMESPACE = "draflow-node"  # the node agents' (privileged: host paths, uid 0)
 SERVICES = [
     "claim-controller", "structured-allocator", "slice-publisher", "kubelet-dra-shim", "reference-driver",
 ]
@@ -57,8 +58,10 @@ def workloads(objs: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     yield from (o for o in objs if o["kind"] in ("Deployment", "DaemonSet"))
 
 
-def find(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
-    matches = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name]
+def find(objs: list[dict[str, Any]], kind: str, name: str, namespace: str | None = None) -> dict[str, Any]:
+    """The one object of ``kind`` and ``name`` (in ``namespace``, when one is given)."""
+    matches = [o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name
+               and namespace in (None, o["metadata"].get("namespace"))]
     assert len(matches) == 1, f"{kind}/{name}: {len(matches)} objects"
     return matches[0]
 

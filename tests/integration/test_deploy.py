@@ -34,6 +34,7 @@ from deploy_kit import (
     FIELD_MANAGER,
     NAMESPACE,
     NODE_AGENTS,
+    NODE_NAMESPACE,
     OVERLAYS,
     REPO,
     SERVICES,
@@ -71,12 +72,19 @@ async def test_no_object_is_declared_twice(built: dict[str, list[dict[str, Any]]
 
 
 @pytest.mark.parametrize("target", BASES + OVERLAYS)
-async def test_namespaced_objects_live_in_draflow_system(
+async def test_namespaced_objects_live_in_draflow_system_or_draflow_node(
     built: dict[str, list[dict[str, Any]]], target: str
 ) -> None:
     # kube-node-lease: the simulated kubelet's node Leases (sim only).
-    allowed = {"", NAMESPACE, "kube-node-lease"}
+    allowed = {"", NAMESPACE, NODE_NAMESPACE, "kube-node-lease"}
     assert {o["metadata"].get("namespace", "") for o in built[target]} <= allowed
+    # The node agents (and the sim fleet, which is all three) apart from the controllers.
+    for w in (o for o in built[target] if o["kind"] in ("Deployment", "DaemonSet", "ServiceAccount")):
+        name = w["metadata"]["name"]
+        if name in NODE_AGENTS or name == "sim-fleet":
+            assert w["metadata"]["namespace"] == NODE_NAMESPACE, (w["kind"], name)
+        elif name in CONTROLLERS:
+            assert w["metadata"]["namespace"] == NAMESPACE, (w["kind"], name)
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -91,7 +99,10 @@ async def test_every_overlay_runs_all_five_services(
 async def test_every_service_reads_nats_and_otlp_from_the_endpoints_configmap(
     built: dict[str, list[dict[str, Any]]], overlay: str
 ) -> None:
-    find(built[overlay], "ConfigMap", "draflow-endpoints")
+    # One in each namespace (a pod reads ConfigMaps of its own namespace only), with the same data.
+    endpoints = [find(built[overlay], "ConfigMap", "draflow-endpoints", ns)
+                 for ns in (NAMESPACE, NODE_NAMESPACE)]
+    assert endpoints[0]["data"] == endpoints[1]["data"]
     for _, c in draflow_containers(built[overlay]):
         env = env_of(c)
         service = c["command"][0]
@@ -226,8 +237,9 @@ async def test_production_overlay_is_hardened(built: dict[str, list[dict[str, An
         http = next(p["containerPort"] for p in c["ports"] if p["name"] == "http")
         assert annotations["prometheus.io/port"] == str(http), name
         assert not c["image"].startswith("draflow:"), name
-    nats = find(objs, "ConfigMap", "draflow-endpoints")["data"]["NATS_URL"]
-    assert f".{NAMESPACE}." not in nats, "production uses a NATS cluster, not the dev server"
+    for ns in (NAMESPACE, NODE_NAMESPACE):
+        nats = find(objs, "ConfigMap", "draflow-endpoints", ns)["data"]["NATS_URL"]
+        assert f".{NAMESPACE}." not in nats, "production uses a NATS cluster, not the dev server"
 
 
 # ------------------------------------------------------------------------------------------------ image
@@ -334,6 +346,7 @@ async def test_overlay_passes_a_server_side_dry_run_apply(
 ) -> None:
     # Namespaced objects need their namespace to exist even in a dry run: create it for real (idempotent).
     await testenv.admin.ensure_namespace(NAMESPACE)
+    await testenv.admin.ensure_namespace(NODE_NAMESPACE)
     discovery = Discovery(kube)
     failures = []
     for obj in sorted(built[overlay], key=apply_order):

@@ -31,7 +31,7 @@ def _names(objs: list[dict[str, Any]]) -> set[tuple[str, str | None, str]]:
 async def test_an_identity_is_its_service_account_and_exactly_the_roles_bound_to_it() -> None:
     objs = identity_objects(await kustomize_build("overlays/sim"), IDENTITIES["kubelet-dra-shim"])
     assert _names(objs) == {
-        ("ServiceAccount", "draflow-system", "kubelet-dra-shim"),
+        ("ServiceAccount", "draflow-node", "kubelet-dra-shim"),
         ("ClusterRole", None, "draflow-kubelet-dra-shim"),
         ("ClusterRoleBinding", None, "draflow-kubelet-dra-shim"),
     }, "other services' roles, the fleet's and the simulated kubelet's are not the shim's"
@@ -46,7 +46,7 @@ async def test_an_identity_is_its_service_account_and_exactly_the_roles_bound_to
     }
     for binding in (o for o in sim if o["kind"].endswith("Binding")):
         assert binding["subjects"] == [
-            {"kind": "ServiceAccount", "name": "kubelet-dra-shim", "namespace": "draflow-system"}]
+            {"kind": "ServiceAccount", "name": "kubelet-dra-shim", "namespace": "draflow-node"}]
 
 
 async def test_bindings_are_narrowed_to_the_one_service_account() -> None:

@@ -28,7 +28,14 @@ from draflow_testenv.image_draflow import DRAFLOW_IMAGE, draflow_archive
 from draflow_testenv.images import run
 from draflow_testenv.servers import HOST, free_port
 
-NAMESPACE = "draflow-system"
+NAMESPACE = "draflow-system"  # the controllers'
+NODE_NAMESPACE = "draflow-node"  # the node agents' (deploy/kustomize/base/common/namespace.yaml)
+NODE_AGENTS = frozenset({"slice-publisher", "kubelet-dra-shim", "reference-driver"})
+
+
+def namespace_of(workload: str) -> str:
+    """Where ``workload`` runs: node agents in draflow-node, controllers in draflow-system."""
+    return NODE_NAMESPACE if workload in NODE_AGENTS else NAMESPACE
 
 
 def _workload_patch(kind: str, name: str, prefix: str, port: int, env: dict[str, str | dict[str, Any]],
@@ -49,12 +56,13 @@ def _workload_patch(kind: str, name: str, prefix: str, port: int, env: dict[str,
         spec["volumes"] = [{"$patch": "replace"},
                            *({"name": v, "hostPath": {"path": str(p), "type": "DirectoryOrCreate"}}
                              for v, p in mounts.items())]
-    return {"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE},
+    return {"apiVersion": "apps/v1", "kind": kind,
+            "metadata": {"name": name, "namespace": namespace_of(name)},
             "spec": {"template": {"spec": spec}}}
 
 
-def _configmap(name: str, data: dict[str, str]) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE},
+def _configmap(name: str, data: dict[str, str], namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": namespace},
             "data": data}
 
 
@@ -67,11 +75,13 @@ def kustomization(env: ClusterEnvironment, overlay: str) -> dict[str, Any]:
     # first, and the kubelet expands $(NODE_NAME) only from variables defined earlier in the list.
     node_name: dict[str, Any] = {"fieldRef": {"fieldPath": "spec.nodeName"}}
     patches = [
-        _configmap("draflow-cluster", {"KUBERNETES_SERVICE_HOST": HOST,
-                                       "KUBERNETES_SERVICE_PORT": str(env.ports.apiserver)}),
-        _configmap("draflow-endpoints", {"NATS_URL": env.nats_url,
-                                         "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{env.otlp_grpc_endpoint}",
-                                         "OTEL_EXPORTER_OTLP_INSECURE": "true"}),
+        *(_configmap("draflow-cluster", {"KUBERNETES_SERVICE_HOST": HOST,
+                                         "KUBERNETES_SERVICE_PORT": str(env.ports.apiserver)}, ns)
+          for ns in (NAMESPACE, NODE_NAMESPACE)),
+        *(_configmap("draflow-endpoints", {"NATS_URL": env.nats_url,
+                                           "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{env.otlp_grpc_endpoint}",
+                                           "OTEL_EXPORTER_OTLP_INSECURE": "true"}, ns)
+          for ns in (NAMESPACE, NODE_NAMESPACE)),
         _workload_patch("Deployment", "claim-controller", "CLAIM_CONTROLLER", free_port(), {}),
         _workload_patch("Deployment", "structured-allocator", "STRUCTURED_ALLOCATOR", free_port(), {}),
         _workload_patch("DaemonSet", "reference-driver", "REFERENCE_DRIVER", free_port(), {
@@ -153,7 +163,8 @@ def write_tilt_kustomization(env: ClusterEnvironment) -> Path:
     out = env.state_dir / "kustomize-tilt"
     out.mkdir(parents=True, exist_ok=True)
     writable: dict[str, Any] = {"readOnlyRootFilesystem": False}
-    patches = [{"apiVersion": "apps/v1", "kind": kind, "metadata": {"name": name, "namespace": NAMESPACE},
+    patches = [{"apiVersion": "apps/v1", "kind": kind,
+                "metadata": {"name": name, "namespace": namespace_of(name)},
                 "spec": {"template": {"spec": {"containers": [{"name": name, "securityContext": (
                     {**writable, "capabilities": {"add": ["DAC_OVERRIDE"]}} if name == "reference-driver"
                     else writable)}]}}}}
@@ -184,7 +195,8 @@ async def import_into_running(state_dir: Path, ref: str) -> list[Path]:
 
 async def workloads_ready(env: ClusterEnvironment) -> bool:
     """Each of the overlay's four workloads has a Ready pod (pods carry their service's name label)."""
-    pods = (await env.admin.request("GET", f"/api/v1/namespaces/{NAMESPACE}/pods"))["items"]
+    pods = [p for ns in (NAMESPACE, NODE_NAMESPACE)
+            for p in (await env.admin.request("GET", f"/api/v1/namespaces/{ns}/pods"))["items"]]
     ready = {p["metadata"].get("labels", {}).get("app.kubernetes.io/name") for p in pods
              if any(c["type"] == "Ready" and c["status"] == "True"
                     for c in p.get("status", {}).get("conditions", []))}

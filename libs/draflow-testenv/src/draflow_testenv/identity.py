@@ -2,8 +2,9 @@
 
 ``install_identity(env, kube, "claim-controller", namespace)``: ``kustomize build`` of the kustomization that
 deploys the service, the ServiceAccount and the roles bound to it taken from that build, moved from
-``draflow-system`` into the test namespace (cluster-scoped names and roles of other namespaces get the
-namespace's suffix, so parallel tests never share them), applied for real with server-side apply, then a
+``draflow-system`` (controllers) or ``draflow-node`` (node agents) into the test namespace (cluster-scoped
+names and roles of other namespaces get the namespace's suffix, so parallel tests never share them),
+applied for real with server-side apply, then a
 real ServiceAccount token from the TokenRequest API. The service code under test gets a ``KubeClient``
 (or, for a subprocess, a kubeconfig) with that token and nothing else: a permission the RBAC lacks fails
 the test with the API server's 403, one the code does not need is caught by
@@ -35,7 +36,8 @@ from draflow_testenv.binaries import ensure_binary, repo_root
 if TYPE_CHECKING:
     from draflow_testenv.environment import Environment
 
-SOURCE_NAMESPACE = "draflow-system"
+SOURCE_NAMESPACE = "draflow-system"  # the controllers'
+SOURCE_NAMESPACES = (SOURCE_NAMESPACE, "draflow-node")  # and the node agents' (base/common/namespace.yaml)
 RBAC_KINDS = {"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 ADMISSION_KINDS = {"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 FIELD_MANAGER = "draflow-testenv"
@@ -104,12 +106,12 @@ async def kustomize_build(target: str | Path) -> list[dict[str, Any]]:
 
 def _is_subject(subject: dict[str, Any], sa: str) -> bool:
     return (subject.get("kind") == "ServiceAccount" and subject.get("name") == sa
-            and subject.get("namespace") == SOURCE_NAMESPACE)
+            and subject.get("namespace") in SOURCE_NAMESPACES)
 
 
 def identity_objects(objs: list[dict[str, Any]], spec: IdentitySpec) -> list[dict[str, Any]]:
     """The ServiceAccount of ``spec`` and every role bound to it in ``objs`` (plus ``also_bind``), with
-    bindings narrowed to that one subject; still in ``draflow-system``."""
+    bindings narrowed to that one subject; still in their namespace of ``deploy/kustomize``."""
     sa = spec.service_account
     out = [copy.deepcopy(o) for o in objs if o["kind"] == "ServiceAccount" and o["metadata"]["name"] == sa]
     if not out:
@@ -139,7 +141,8 @@ def identity_objects(objs: list[dict[str, Any]], spec: IdentitySpec) -> list[dic
         out.append({
             "apiVersion": f"{RBAC_API}/v1", "kind": "RoleBinding" if kind == "Role" else "ClusterRoleBinding",
             "metadata": meta, "roleRef": {"apiGroup": RBAC_API, "kind": kind, "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": SOURCE_NAMESPACE}],
+            "subjects": [{"kind": "ServiceAccount", "name": sa,
+                          "namespace": out[0]["metadata"]["namespace"]}],
         })
         wanted.append(matches[0])
     for key in dict.fromkeys(wanted):
@@ -150,22 +153,23 @@ def identity_objects(objs: list[dict[str, Any]], spec: IdentitySpec) -> list[dic
 
 
 def relocate(objs: list[dict[str, Any]], ns: str, suffix: str) -> list[dict[str, Any]]:
-    """RBAC objects of a build moved from draflow-system into ``ns``; cluster-scoped names and objects of
-    other namespaces suffixed so parallel sessions and other tests never see them. Other kinds dropped."""
+    """RBAC objects of a build moved from draflow-system and draflow-node into ``ns``; cluster-scoped names
+    and objects of other namespaces suffixed so parallel sessions and other tests never see them. Other
+    kinds dropped."""
     out = []
     for src in objs:
         if src["kind"] not in RBAC_KINDS:
             continue
         obj = copy.deepcopy(src)
         meta = obj["metadata"]
-        if meta.get("namespace") == SOURCE_NAMESPACE:
+        if meta.get("namespace") in SOURCE_NAMESPACES:
             meta["namespace"] = ns
         if obj["kind"] != "ServiceAccount" and meta.get("namespace") != ns:
             meta["name"] = f"{meta['name']}-{suffix}"
         if obj["kind"] == "ClusterRoleBinding" or (obj["kind"] == "RoleBinding" and meta["namespace"] != ns):
             obj["roleRef"]["name"] = f"{obj['roleRef']['name']}-{suffix}"
         for subject in obj.get("subjects", []):
-            if subject.get("namespace") == SOURCE_NAMESPACE:
+            if subject.get("namespace") in SOURCE_NAMESPACES:
                 subject["namespace"] = ns
         out.append(obj)
     return out

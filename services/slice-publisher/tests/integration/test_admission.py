@@ -23,7 +23,7 @@ from draflow_testenv.wait import eventually
 pytestmark = pytest.mark.integration
 
 BASE = Path(__file__).resolve().parents[4] / "deploy" / "kustomize" / "base" / "slice-publisher"
-NAMESPACE = "draflow-system"
+NAMESPACE = "draflow-node"  # the node agents' (deploy/kustomize/base/common)
 SA = "slice-publisher"
 RESOURCES = {
     "ServiceAccount": Resource("", "v1", "serviceaccounts", "ServiceAccount", True),
