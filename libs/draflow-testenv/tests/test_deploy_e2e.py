@@ -74,8 +74,15 @@ async def test_the_layered_overlay_mounts_host_paths_and_gives_each_workload_its
     assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_REGISTRY_DIR") == node.plugins_registry
     assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_CDI_ROOT") == node.cdi_dir
     assert on(node.name, "DRAFLOW_REFERENCE_DRIVER_STATE_DIR") == node.driver_state_dir
-    [cluster] = [o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-cluster"]
-    assert cluster["data"]["KUBERNETES_SERVICE_PORT"] == "1234"
+    clusters = {o["metadata"]["namespace"]: o for o in objs
+                if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-cluster"}
+    assert set(clusters) == {"draflow-system", "draflow-node"}  # controllers', node agents'
+    assert {c["data"]["KUBERNETES_SERVICE_PORT"] for c in clusters.values()} == {"1234"}
+    endpoints = [o["data"] for o in objs
+                 if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "draflow-endpoints"]
+    assert len(endpoints) == 2 and endpoints[0] == endpoints[1]  # the environment's NATS/OTLP in both
+    assert {w["metadata"]["namespace"] for w in workloads.values() if w["kind"] == "DaemonSet"} == {
+        "draflow-node"}
 
 
 async def test_deployments_roll_out_without_a_surge_pod(tmp_path: Path) -> None:
