@@ -35,8 +35,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack
 from pathlib import Path
 
-from draflow_testenv.environment import Environment, default_state_dir, stop_recorded
+from draflow_testenv.environment import Environment
 from draflow_testenv.process import pid_alive
+from draflow_testenv.statefile import default_state_dir, stop_recorded
 
 # A step: given the running environment and the parsed arguments, an async context manager that starts
 # something on enter and stops it on exit.

@@ -21,7 +21,6 @@ import base64
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -33,11 +32,10 @@ import aiohttp
 
 from draflow_testenv import natssecure, pki, servers
 from draflow_testenv.admin import AdminClient, ssl_context
-from draflow_testenv.binaries import ensure_binary, repo_root
+from draflow_testenv.binaries import ensure_binary
 from draflow_testenv.featuregates import accepted_gates
-from draflow_testenv.process import ManagedProcess, kill_groups, pid_alive
-
-PIDS_FILE = "pids.json"
+from draflow_testenv.process import ManagedProcess
+from draflow_testenv.statefile import PIDS_FILE
 
 
 class Environment:
@@ -372,38 +370,3 @@ class Environment:
         lines = [f"export {k}={v}" for k, v in self.service_env().items()]
         self.env_file.write_text("# draflow-testenv: source this file\n" + "\n".join(lines) + "\n")
         return self.env_file
-
-
-def stop_recorded(state_dir: Path, grace: float = 20.0) -> list[int]:
-    """Stop what an ``up`` recorded in ``<state>/pids.json``: SIGTERM its owner (which shuts down
-    cleanly), then kill any recorded process group still alive. Returns the pids that were alive."""
-    try:
-        doc = json.loads((state_dir / PIDS_FILE).read_text())
-    except (OSError, ValueError):
-        return []
-    owner = int(doc.get("owner", 0))
-    children = [int(p) for group in ("processes", "services") for p in doc.get(group, {}).values()]
-    alive = [p for p in [owner, *children] if p and p != os.getpid() and pid_alive(p) and _ours(p, state_dir)]
-    children = [p for p in children if p in alive]
-    if owner in alive:
-        os.kill(owner, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and pid_alive(owner):
-            time.sleep(0.1)
-    kill_groups([p for p in children if pid_alive(p)], grace=5.0)
-    if owner in alive and pid_alive(owner):
-        os.kill(owner, signal.SIGKILL)
-    return alive
-
-
-def _ours(pid: int, state_dir: Path) -> bool:
-    """Guard against pid reuse: the command line names the state dir or draflow-testenv."""
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return False
-    return str(state_dir) in cmdline or "draflow-testenv" in cmdline or "draflow" in cmdline
-
-
-def default_state_dir() -> Path:
-    return repo_root() / ".draflow"
