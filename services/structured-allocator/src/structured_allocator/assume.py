@@ -59,6 +59,8 @@ class AssumeCache:
         self._effective: dict[str, Mapping[str, Any]] = {}
         # claim uid -> {pod uid: resourceVersion our write returned, "" while in flight}
         self._reserving: dict[str, dict[str, str]] = {}
+        # claim uid -> resourceVersion of an authoritative read (settle): older informer events are stale
+        self._floor: dict[str, str] = {}
 
     # -- reads -------------------------------------------------------------------------------------
 
@@ -91,8 +93,14 @@ class AssumeCache:
             self._informer.pop(uid, None)
             self._assumed.pop(uid, None)
             self._reserving.pop(uid, None)
+            self._floor.pop(uid, None)
             return self._set_effective(uid, None)
         uid = claim["metadata"]["uid"]
+        floor = self._floor.get(uid)
+        if floor is not None:
+            if _older(_version(claim), floor):
+                return False  # the informer is behind what a read of the API server already showed
+            del self._floor[uid]
         if uid in self._reserving:
             self._prune_reservations(uid, claim)
         allocation = (claim.get("status") or {}).get("allocation")
@@ -122,6 +130,27 @@ class AssumeCache:
         """Give up an assumption (its write failed or was undone); the informer's view applies again."""
         if self._assumed.pop(uid, None) is None:
             return False
+        return self._set_effective(uid, self._informer.get(uid))
+
+    def settle(self, uid: str, claim: Mapping[str, Any] | None, entry: Assumed | None) -> bool:
+        """Apply an authoritative read of a claim (a GET after a write whose outcome was unknown, or
+        that found the claim allocated): it replaces the informer's view until the informer catches up
+        with it, and gives up ``entry`` (the failed pipeline's assumption, unless a newer pipeline
+        assumed meanwhile). ``claim`` None: gone or replaced. Returns True when devices were freed."""
+        if entry is not None and self._assumed.get(uid) is entry:
+            del self._assumed[uid]
+        if claim is None:
+            self._informer.pop(uid, None)
+            self._floor.pop(uid, None)
+        else:
+            self._floor[uid] = _version(claim)
+            allocation = (claim.get("status") or {}).get("allocation")
+            if allocation:
+                self._informer[uid] = allocation
+            else:
+                self._informer.pop(uid, None)
+        if uid in self._assumed:
+            return False  # a newer pipeline's allocation is being written: it stays effective
         return self._set_effective(uid, self._informer.get(uid))
 
     # -- reservations in flight ---------------------------------------------------------------------
@@ -214,6 +243,18 @@ def _not_older(seen: str, written: str) -> bool:
         return int(seen) >= int(written)
     except ValueError:
         return seen == written
+
+
+def _older(seen: str, than: str) -> bool:
+    """Is ``seen`` an older resourceVersion than ``than``? Only decidable for etcd revisions (integers)."""
+    try:
+        return int(seen) < int(than)
+    except ValueError:
+        return False
+
+
+def _version(claim: Mapping[str, Any]) -> str:
+    return str((claim.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _did(result: Mapping[str, Any]) -> DeviceID:

@@ -255,19 +255,31 @@ class Binder:
 
     # -- undo ------------------------------------------------------------------------------------------
 
-    async def undo(self, plan: PodPlan) -> None:
+    async def undo(self, plan: PodPlan) -> dict[str, Mapping[str, Any] | None]:
         """Take back what ``plan`` wrote (best effort, each claim on its own; failures are logged and the
-        claim-controller's reservedFor clean-up is the backstop)."""
+        claim-controller's reservedFor clean-up is the backstop).
+
+        Returns, per claim UID whose allocation this pipeline tried to write, what the API server has
+        now when that is not "unallocated": the claim as read (left allocated: someone else's
+        allocation, or an earlier write of ours whose answer was lost), or ``None`` when the undo
+        failed and nobody knows (the write may have landed). The caller must not hand out the devices
+        of those claims on the strength of its informer alone."""
         pod_uid = plan.pod["metadata"]["uid"]
+        known: dict[str, Mapping[str, Any] | None] = {}
         for cp, what in reversed(plan.done):
             try:
                 if what == "allocated":
-                    await self.deallocate(cp, pod_uid)
+                    left = await self.deallocate(cp, pod_uid)
+                    if left is not None:
+                        known[cp.uid] = left
                 else:
                     await self.unreserve(cp, pod_uid)
             except (ApiError, TransportError, WriteFailed) as err:
                 log.warning("undo failed", claim=cp.key, pod=plan.key, error=str(err))
+                if what == "allocated":
+                    known[cp.uid] = None
         plan.done.clear()
+        return known
 
     async def unreserve(self, cp: ClaimPlan, pod_uid: str) -> None:
         meta = cp.claim["metadata"]
@@ -278,17 +290,18 @@ class Binder:
                                   patch_type="strategic", subresource="status",
                                   field_manager=self.field_manager)
 
-    async def deallocate(self, cp: ClaimPlan, pod_uid: str) -> None:
+    async def deallocate(self, cp: ClaimPlan, pod_uid: str) -> Mapping[str, Any] | None:
         """Remove the pod from reservedFor; if nobody else is left and the allocation is the one this
-        pipeline wrote, clear allocation and finalizer too (compare-and-swap, retried on Conflict)."""
+        pipeline wrote, clear allocation and finalizer too (compare-and-swap, retried on Conflict).
+        Returns the claim as read when it stays allocated (used by others, or other devices), else None."""
         meta = cp.claim["metadata"]
         async for _ in conflict_attempts(_CAS_ATTEMPTS):
             try:
                 claim = await self.kube.get(RESOURCE_CLAIMS, meta["name"], meta["namespace"])
             except NotFound:
-                return
+                return None
             if claim["metadata"].get("uid") != cp.uid:
-                return
+                return None
             status = claim.get("status") or {}
             reserved = [r for r in status.get("reservedFor") or [] if r.get("uid") != pod_uid]
             allocation = status.get("allocation")
@@ -296,10 +309,10 @@ class Binder:
                 if allocation and (reserved or not same_devices(allocation, cp.allocation)):
                     if len(reserved) != len(status.get("reservedFor") or []):
                         await self.unreserve(cp, pod_uid)
-                    return
+                    return claim
                 await self.clear_allocation(claim)
                 log.info("claim deallocated after a failed placement", claim=cp.key)
-                return
+                return None
             except Conflict:
                 continue
         raise WriteFailed("too many conflicts deallocating", claim=cp.key)

@@ -57,6 +57,7 @@ from .report import Reporter
 from .responder import AllocateKey, AllocateRequests
 from .scoring import make_scorer
 from .settings import Settings
+from .settle import give_up
 from .state import ClusterState
 
 __all__ = ["COMPONENT", "Scheduler"]
@@ -252,10 +253,7 @@ class Scheduler:
             self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(pod, use_status=bool(
                 plan.node_allocatable))))
         self.in_flight[plan.key] = plan
-        task = asyncio.create_task(self._pipeline(plan), name=f"write-{plan.key}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        return self._spawn(self._pipeline(plan), f"write-{plan.key}")
 
     def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
                        span: trace.Span) -> Done | RequeueAfter | RequeueWithBackoff:
@@ -305,10 +303,11 @@ class Scheduler:
 
         self._spawn(run(), f"deallocate-{ckey}")
 
-    def _spawn(self, coro: Any, name: str) -> None:
+    def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- write pipelines ------------------------------------------------------------------------------
 
@@ -344,8 +343,9 @@ class Scheduler:
             delay = min(self.settings.write_retry_base * 2 ** failures, 30.0)
             log.warning("placement failed, undoing", pod=key, node=plan.node, error=repr(err),
                         retry_in=delay)
+            known: dict[str, Mapping[str, Any] | None] = {}  # what the undo learnt of the API server
             try:
-                await self.binder.undo(plan)
+                known = await self.binder.undo(plan)
                 await xw.undo_created(self.binder, plan)
                 if plan.node_allocatable and plan.bind:  # upstream Unreserve
                     await na_plan.clear(self.binder.kube, self.binder.field_manager, plan.pod)
@@ -353,7 +353,7 @@ class Scheduler:
                 xw.release_extended(self.state.assume, plan)
                 for cp in plan.claims:
                     if cp.allocation is not None:
-                        self.state.assume.release(cp.uid)
+                        give_up(self.state.assume, self.binder.kube, cp, known, self._spawn, self._wake)
                     self.state.assume.unreserve(cp.uid, plan.uid)
                 self.state.usage.forget(plan.uid)
                 self.queue.add_after(key, delay)

@@ -131,4 +131,13 @@ def catalogue(short: bool) -> list[tuple[str, Fault]]:
         ("driver gone > grace", driver_gone),
         ("kill slice-publisher + structured-allocator",
          kill_restart("slice-publisher", "structured-allocator-a", "structured-allocator-b")),
+        # a second round: single replicas (leader or standby, whichever the name is), the faults again
+        # under the state the first round left behind
+        ("kill claim-controller-a", kill_restart("claim-controller-a")),
+        ("kill structured-allocator-b", kill_restart("structured-allocator-b")),
+        ("failover claim-controller (again)", failover("claim-controller")),
+        ("kill kubelet-dra-shim + slice-publisher", kill_restart("kubelet-dra-shim", "slice-publisher")),
+        ("nats stopped (again)", nats_stopped),
+        ("failover structured-allocator (again)", failover("structured-allocator")),
+        ("driver gone > grace (again)", driver_gone),
     ]
