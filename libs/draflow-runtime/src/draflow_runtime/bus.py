@@ -391,4 +391,8 @@ class EventBus:
     async def _subscribe_spec(self, spec: SubSpec) -> None:
         assert self._nc is not None
         spec.sub = await self._nc.subscribe(spec.subject, queue=spec.queue, cb=spec.callback)
+        # a round trip: the server has the subscription before serve()/subscribe() returns (else a request
+        # sent right after may find "no responders"); a lost connection re-subscribes on reconnect
+        with contextlib.suppress(nats.errors.Error, asyncio.TimeoutError):
+            await self._nc.flush(timeout=5)
 

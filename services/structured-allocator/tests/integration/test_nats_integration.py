@@ -29,6 +29,7 @@ async def test_allocate_request_for_a_bound_pod_writes_allocation_without_bindin
     await client.start()
     await events.start()
     assert await events.wait_connected(10)
+    assert await server.wait_connected(10)  # else serve() subscribes later, on connect
     nc = await nats.connect(nats_url)
     subject = f"draflow.allocator.allocate.{kit.suffix}"
     try:
