@@ -82,6 +82,8 @@ class FakeDriver:
         self.prepare_calls = 0
         self.unprepared: list[str] = []  # claim UIDs of every NodeUnprepareResources received
         self.device_health: dict[tuple[str, str], int] = {}
+        self.held: dict[str, asyncio.Event] = {}  # claim name -> prepare of it waits until the event is set
+        self.blocked: set[str] = set()  # claim names whose prepare is waiting on ``held`` right now
         self._health_changed = asyncio.Event()
         self._servers: list[grpc.aio.Server] = []
         self._interceptors = tracing.grpc_server_interceptors(tracer_provider) if tracer_provider else None
@@ -131,7 +133,19 @@ class FakeDriver:
         self.device_health[(pool, device)] = state
         self._health_changed.set()
 
+    def hold(self, claim_name: str) -> asyncio.Event:
+        """Make NodePrepareResources hang on ``claim_name`` until the returned event is set."""
+        self.held[claim_name] = asyncio.Event()
+        return self.held[claim_name]
+
     async def prepare_claim(self, ns: str, name: str, uid: str) -> tuple[list[dict[str, Any]], str]:
+        release = self.held.get(name)
+        if release is not None:
+            self.blocked.add(name)
+            try:
+                await release.wait()
+            finally:
+                self.blocked.discard(name)
         claim = await self.kube.get(RESOURCE_CLAIMS, name, namespace=ns)
         if claim["metadata"]["uid"] != uid:
             return [], f"claim {ns}/{name} has UID {claim['metadata']['uid']}, not {uid}"

@@ -4,6 +4,7 @@ That the layout is the kubelet's own is proven against the kubelet's code in tes
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import orjson
 import pytest
 
 from kubelet_dra_shim import checkpoint
-from kubelet_dra_shim.checkpoint import ClaimInfo, CorruptCheckpoint, PreparedDevice
+from kubelet_dra_shim.checkpoint import ClaimInfo, CorruptCheckpoint, NodeCheckpoint, PreparedDevice
 from kubelet_dra_shim.claimevents import ClaimEvents
 from kubelet_dra_shim.manager import NodeManager
 from kubelet_dra_shim.plugins import PluginStore
@@ -241,3 +242,24 @@ async def test_same_boot_writes_the_boot_id_with_the_first_save(tmp_path: Path) 
     await manager.load()
     await manager._save()
     assert checkpoint.read(tmp_path / checkpoint.FILE_NAME).boot_id == "boot-A"  # type: ignore[union-attr]
+
+
+async def test_concurrent_saves_leave_the_newest_claims_on_disk(tmp_path: Path) -> None:
+    """Saves started together (prepares of different claims) never leave an older state in the file."""
+    path = tmp_path / checkpoint.FILE_NAME
+    store = NodeCheckpoint(path, "boot-A")
+    claims: dict[str, ClaimInfo] = {}
+
+    async def add_and_save(i: int) -> None:
+        await asyncio.sleep(0.001 * (i % 5))
+        uid = f"uid-{i:03d}"
+        claims[uid] = ClaimInfo(uid, f"c{i}", "ns", pod_uids={f"pod-{i}"}, prepared=True)
+        await store.save(claims)
+        state = checkpoint.read(path)
+        assert state is not None and uid in state.claims, "save returns once its change is on disk"
+
+    await asyncio.gather(*(add_and_save(i) for i in range(40)))
+    state = checkpoint.read(path)
+    assert state is not None
+    assert sorted(state.claims) == sorted(claims)
+    assert state.boot_id == "boot-A"

@@ -1,14 +1,15 @@
 """One asyncio lock per key, created on first use and dropped when its last user leaves.
 
 Used where work about one object must run one at a time while work about other objects runs
-concurrently: the Event recorder (per object and message) and the allocator's turns on a shared claim.
+concurrently: the Event recorder (per object and message), the allocator's turns on a shared claim and
+the kubelet-dra-shim's claims (:meth:`KeyedLocks.hold_all`: every claim of a pod at once).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Hashable, Iterable
 
 
 class KeyedLocks:
@@ -17,6 +18,15 @@ class KeyedLocks:
 
     def __init__(self) -> None:
         self._locks: dict[Hashable, tuple[asyncio.Lock, int]] = {}  # key -> (lock, holders + waiters)
+
+    @contextlib.asynccontextmanager
+    async def hold_all(self, keys: Iterable[Hashable]) -> AsyncIterator[None]:
+        """Hold the lock of every key in ``keys`` (no duplicates needed), taken in sorted order so two
+        callers holding overlapping sets never deadlock. Keys must be mutually orderable (e.g. str)."""
+        async with contextlib.AsyncExitStack() as stack:
+            for key in sorted(set(keys)):  # type: ignore[type-var]
+                await stack.enter_async_context(self.hold(key))
+            yield
 
     def __len__(self) -> int:
         return len(self._locks)

@@ -311,12 +311,21 @@ def read(path: Path) -> CheckpointState | None:
 
 
 class NodeCheckpoint:
-    """One node's checkpoint file and the boot ID beside it."""
+    """One node's checkpoint file and the boot ID beside it.
+
+    :meth:`save` may be called by several coroutines at once (prepares of different claims run side by
+    side): writes are serialised and each encodes the claims as they are when it starts, so the file
+    never goes back to an older state. A save returns once a write that started after it was called is
+    on disk; saves that queued up behind one write share the next (one fsync for all of them).
+    """
 
     def __init__(self, path: Path, boot_id: str) -> None:
         self.path = path
         self.boot_id = boot_id  # the current boot's
         self._boot_id_written = False
+        self._lock = asyncio.Lock()
+        self._requested = 0  # saves asked for
+        self._written = 0  # the last save request covered by a completed write
 
     async def load(self) -> CheckpointState | None:
         """:func:`read`; a file in the old ``Entries`` layout is rewritten in the kubelet's at once (its
@@ -338,10 +347,19 @@ class NodeCheckpoint:
         write(self.path, encode(state.claims))
 
     async def save(self, claims: Mapping[str, ClaimInfo]) -> None:
-        """Write ``claims``; the first time every claim is prepared, record this boot's ID beside them."""
-        content = encode(claims)
-        mark = not self._boot_id_written and all(info.prepared for info in claims.values())
-        await asyncio.to_thread(self._save, content, mark)
+        """Write ``claims`` (durably, see the class docstring); the first time every claim is prepared,
+        record this boot's ID beside them. ``claims`` is the node's one live mapping, the same object in
+        every call (a later write stores an earlier call's changes only because of that)."""
+        self._requested += 1
+        mine = self._requested
+        async with self._lock:
+            if self._written >= mine:
+                return  # a write that started after this call already stored these claims
+            covered = self._requested
+            content = encode(claims)
+            mark = not self._boot_id_written and all(info.prepared for info in claims.values())
+            await asyncio.to_thread(self._save, content, mark)
+            self._written = covered
 
     def _save(self, content: bytes, mark_boot: bool) -> None:
         write(self.path, content)

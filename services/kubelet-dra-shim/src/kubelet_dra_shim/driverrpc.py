@@ -5,7 +5,7 @@ prepare returned in each claim's :class:`~kubelet_dra_shim.checkpoint.ClaimInfo`
 events, and turns per-claim errors (and a missing driver, a failed call) into :class:`ClaimFailure` values:
 a failure fails only its claim. Every call is a CLIENT span with the trace context in the gRPC metadata,
 timed in ``draflow_shim_dra_operation_duration_seconds``. The caller (:class:`~kubelet_dra_shim.manager.
-NodeManager`) holds the node's lock and owns the checkpoint.
+NodeManager`) holds the locks of the claims and owns the checkpoint.
 """
 
 from __future__ import annotations

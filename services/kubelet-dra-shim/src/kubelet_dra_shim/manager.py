@@ -19,8 +19,13 @@ Contract (same as kubelet's ``pkg/kubelet/cm/dra``):
   driver must be idempotent). With ``reprepare_after_restart=False`` this happens only after a reboot
   (the checkpoint's boot ID differs), the case where CDI specs on tmpfs and device state were lost.
 
-One asyncio lock per node serialises prepare and unprepare, so two pods sharing a claim never race. The
-driver calls themselves (one per driver and step, devices recorded, claim events, per-claim failures) are
+Locking is per claim (``draflow_runtime.keyedlocks``, by claim UID), as in kubelet v1.37.1, whose
+claim-info cache lock is never held across a driver call: a pod's prepare holds the locks of its claims,
+an unprepare those of the claims it releases, so two pods sharing a claim, or an unprepare and a new pod
+of the same claim, never race, while a driver hanging on one claim delays no other claim of the node.
+Changes to the claim cache happen between awaits (atomic on the event loop) and every checkpoint write
+stores the cache as it is when the write starts (:class:`~kubelet_dra_shim.checkpoint.NodeCheckpoint`).
+The driver calls themselves (one per driver and step, devices recorded, claim events, per-claim failures) are
 :class:`kubelet_dra_shim.driverrpc.DriverCalls`.
 """
 
@@ -38,6 +43,7 @@ from opentelemetry.trace import Link, Status, StatusCode
 
 from draflow_runtime import tracing
 from draflow_runtime.errors import NotFound
+from draflow_runtime.keyedlocks import KeyedLocks
 from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
 
@@ -112,7 +118,7 @@ class NodeManager:
         self.tracer = tracer or trace.get_tracer(TRACER_NAME)
         self.claims: dict[str, ClaimInfo] = {}
         self.rebooted = False
-        self._lock = asyncio.Lock()
+        self._claim_locks = KeyedLocks()  # by claim UID
         self.calls = DriverCalls(node, store, events, self.tracer, rpc_timeout)
 
     # --- checkpoint -----------------------------------------------------------------------------------
@@ -170,7 +176,7 @@ class NodeManager:
                 "draflow.claims": len(candidates),
             },
         ) as span:
-            async with self._lock:
+            async with self._claim_locks.hold_all(c.claim["metadata"]["uid"] for c in candidates):
                 await self._prepare_locked(pod, pod_key, candidates, outcome)
             if outcome.failures:
                 span.set_status(Status(StatusCode.ERROR, "; ".join(f.message for f in outcome.failures)))
@@ -291,19 +297,24 @@ class NodeManager:
         return await self.release_pods(lambda uid: uid not in active_pod_uids)
 
     async def release_pods(self, gone: Any) -> list[ClaimFailure]:
-        async with self._lock:
-            changed = False
-            for info in self.claims.values():
-                dropped = {uid for uid in info.pod_uids if gone(uid)}
-                if dropped:
-                    info.pod_uids -= dropped
-                    changed = True
-            if changed:
-                await self._save()
-            return await self._unprepare_unreferenced()
+        changed = False
+        for info in self.claims.values():
+            dropped = {uid for uid in info.pod_uids if gone(uid)}
+            if dropped:
+                info.pod_uids -= dropped
+                changed = True
+        if changed:
+            await self._save()
+        orphans = [uid for uid, info in self.claims.items() if not info.pod_uids]
+        if not orphans:
+            return []
+        async with self._claim_locks.hold_all(orphans):
+            return await self._unprepare_unreferenced(orphans)
 
-    async def _unprepare_unreferenced(self) -> list[ClaimFailure]:
-        orphans = [info for info in self.claims.values() if not info.pod_uids]
+    async def _unprepare_unreferenced(self, uids: list[str]) -> list[ClaimFailure]:
+        """Unprepare the claims of ``uids`` (their locks held) that still have no pod: a pod may have
+        taken one of them again while this call waited for its lock."""
+        orphans = [self.claims[uid] for uid in uids if uid in self.claims and not self.claims[uid].pod_uids]
         if not orphans:
             return []
         by_driver: dict[str, list[ClaimInfo]] = defaultdict(list)
@@ -318,7 +329,7 @@ class NodeManager:
         results = await asyncio.gather(*(self.calls.unprepare(d, infos) for d, infos in by_driver.items()))
         failures = [f for r in results for f in r]
         for info in orphans:
-            if not info.drivers:
+            if not info.drivers and not info.pod_uids:
                 del self.claims[info.claim_uid]
         await self._save()
         return failures
