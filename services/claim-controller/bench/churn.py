@@ -14,7 +14,17 @@ Measured:
 - **queue latency** p50/p99: time a key waited in the work queue before a worker took it (measured
   exactly, per key, by a thin WorkQueue subclass);
 - **claims created + deleted/s** over the whole churn, the reconcile count and mean duration, and the
-  CPU time of this process per claim (less sensitive to a busy machine than the rates).
+  CPU time of this process per claim (less sensitive to a busy machine than the rates);
+- **API writes of the controller per pod**: the API server's ``apiserver_request_total`` over the run
+  minus the writes the load generator made, by verb and resource.
+
+With ``--replicas N`` the controller runs as N ``claim-controller`` processes splitting the work over
+``--shards`` Leases (``replicas.py``): claims created and reconciles per replica from their /metrics, CPU
+of the controller processes per claim; the work-queue latency is then not measured.
+
+With ``--allocate`` the load generator plays the scheduler before a pod finishes: it adds the
+delete-protection finalizer to each of the pod's claims and writes an allocation with the pod in
+``reservedFor``, so the controller's clean-up is the full one (unreserve + deallocate, finalizer, delete).
 
 Results are printed as a Markdown snippet. No timing is asserted anywhere. Without ``--kubeconfig`` (or
 ``$KUBECONFIG``) a throw-away draflow-testenv environment is started and stopped.
@@ -31,12 +41,17 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Hashable
+from pathlib import Path
 from typing import Any
 
+from apiwrites import WriteKey, controller_writes, label, scrape_writes
 from prometheus_client import REGISTRY
+from replicas import Replicas, summary
 
 from claim_controller.controller import Controller
 from claim_controller.settings import Settings
@@ -44,6 +59,7 @@ from draflow_runtime.errors import AlreadyExists, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
+    LEASES,
     NAMESPACES,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
@@ -55,6 +71,8 @@ from draflow_runtime.log import configure_logging
 from draflow_runtime.workqueue import WorkQueue
 
 DEVICE_CLASS = "bench-churn-gpu"
+FINALIZER = "resource.kubernetes.io/delete-protection"
+ALLOCATED = " (claims allocated by the load generator)"
 CONCURRENT_WRITES = 32
 
 
@@ -148,6 +166,22 @@ async def wait_until(predicate: Any, deadline: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
+async def allocate_claims(kube: KubeClient, namespace: str, pod_name: str, own: Counter[WriteKey]) -> None:
+    """What a scheduler does for the pod's claims: the delete-protection finalizer, then the allocation
+    with the pod in ``reservedFor`` (fake device; nothing checks it against slices)."""
+    pod = await kube.get(PODS, pod_name, namespace)
+    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+        name = status["resourceClaimName"]
+        await kube.patch(RESOURCE_CLAIMS, name, {"metadata": {"finalizers": [FINALIZER]}}, namespace)
+        allocation = {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.bench.example", "pool": "bench", "device": name}]}}
+        consumer = {"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}
+        status_patch = {"status": {"allocation": allocation, "reservedFor": [consumer]}}
+        await kube.patch(RESOURCE_CLAIMS, name, status_patch, namespace, subresource="status")
+        own[("PATCH", "resource.k8s.io/resourceclaims", "")] += 1
+        own[("PATCH", "resource.k8s.io/resourceclaims", "status")] += 1
+
+
 async def setup(kube: KubeClient, namespace: str) -> None:
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     with contextlib.suppress(AlreadyExists):
@@ -169,6 +203,7 @@ async def teardown(kube: KubeClient, namespace: str) -> None:
         await kube.delete_collection(PODS, namespace)
         await kube.delete_collection(RESOURCE_CLAIMS, namespace)
         await kube.delete_collection(RESOURCE_CLAIM_TEMPLATES, namespace)
+        await kube.delete_collection(LEASES, namespace)
     with contextlib.suppress(NotFound):
         await kube.delete(NAMESPACES, namespace)
 
@@ -177,10 +212,16 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
     namespace = f"bench-churn-{uuid.uuid4().hex[:6]}"
     await setup(kube, namespace)
     queue = TimedQueue(name="claim-controller-bench")
-    settings = Settings(http_port=0, nats_url="", workers=args.workers, namespace=namespace)
-    controller = Controller(settings, kube, namespace=namespace, queue=queue)
+    replicas: Replicas | None = None
+    task: asyncio.Task[None] | None = None
+    if args.replicas:
+        replicas = Replicas(args.kubeconfig_path, namespace, args.replicas, args.shards, args.workers,
+                            args.log_dir)
+    else:
+        settings = Settings(http_port=0, nats_url="", workers=args.workers, namespace=namespace)
+        controller = Controller(settings, kube, namespace=namespace, queue=queue)
+        task = asyncio.create_task(controller.run(), name="claim-controller")
     observer = Observer(kube, namespace, args.claims_per_pod)
-    task = asyncio.create_task(controller.run(), name="claim-controller")
     semaphore = asyncio.Semaphore(CONCURRENT_WRITES)
 
     async def create_pod(name: str) -> None:
@@ -188,15 +229,24 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
             await kube.create(PODS, pod_body(name, args.claims_per_pod), namespace)
             observer.created_at[name] = time.monotonic()
 
+    own_writes: Counter[WriteKey] = Counter()
+
     async def finish_pod(name: str) -> None:
         async with semaphore:
+            if args.allocate:
+                await allocate_claims(kube, namespace, name, own_writes)
             await kube.patch(PODS, name, {"status": {"phase": "Succeeded"}}, namespace, subresource="status")
+            own_writes[("PATCH", "pods", "status")] += 1
 
     try:
         await observer.start()
-        await wait_until(lambda: controller.synced, time.monotonic() + 60, "controller synced")
+        if replicas is not None:
+            await replicas.start(kube)
+        else:
+            await wait_until(lambda: controller.synced, time.monotonic() + 60, "controller synced")
         names = [f"p-{i:05d}" for i in range(args.pods)]
         batches = [names[i:i + args.batch] for i in range(0, len(names), args.batch)]
+        writes_before = await scrape_writes(kube)
         started, cpu_started = time.monotonic(), time.process_time()
         deadline = started + args.timeout
         previous: list[str] = []
@@ -212,11 +262,17 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
         await asyncio.gather(*(finish_pod(n) for n in previous))
         await wait_until(lambda: not observer.claims_live, deadline, "all claims deleted")
         all_deleted = time.monotonic()
-        cpu_used = time.process_time() - cpu_started
+        cpu_used = time.process_time() - cpu_started if replicas is None else replicas.cpu_used()
+        samples = await replicas.samples() if replicas is not None else []
+        own_writes[("POST", "pods", "")] += args.pods
+        writes = controller_writes(writes_before, await scrape_writes(kube), own_writes)
     finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if replicas is not None:
+            await replicas.stop()
         await observer.stop()
         await teardown(kube, namespace)
 
@@ -232,11 +288,21 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
         "churn_claims_per_second": 2 * claims / (all_deleted - started),
         "recorded_p50": statistics.median(latencies), "recorded_p99": percentile(latencies, 0.99),
         "queue_p50": percentile(queue.waits, 0.50), "queue_p99": percentile(queue.waits, 0.99),
-        "reconciles": queue.handed_out,
-        "reconcile_mean": _reconcile_seconds() / max(1, queue.handed_out),
+        **_reconciles(queue, samples, replicas is not None),
+        "replicas": args.replicas, "shards": args.shards, "per_replica": summary(samples),
         "cpu_ms_per_claim": 1000.0 * cpu_used / max(1, claims),
         "load": os.getloadavg()[0],
+        "allocate": args.allocate,
+        "writes": writes,
     }
+
+
+def _reconciles(queue: TimedQueue, samples: list[dict[str, float]], processes: bool) -> dict[str, float]:
+    if not processes:
+        return {"reconciles": queue.handed_out,
+                "reconcile_mean": _reconcile_seconds() / max(1, queue.handed_out)}
+    count = sum(x.get("count", 0) for x in samples)
+    return {"reconciles": int(count), "reconcile_mean": sum(x.get("sum", 0) for x in samples) / max(1, count)}
 
 
 def _reconcile_seconds() -> float:
@@ -246,9 +312,15 @@ def _reconcile_seconds() -> float:
 
 def markdown(r: dict[str, Any]) -> str:
     ms = 1000.0
+    where = (f"{r['replicas']} claim-controller processes, --shards {r['shards']}, " if r["replicas"]
+             else "in process, ")
+    queue = (f"{r['queue_p50'] * ms:.1f} ms / {r['queue_p99'] * ms:.1f} ms" if not r["replicas"]
+             else "(not measured across processes)")
+    cpu = ("CPU of the controller processes per claim" if r["replicas"]
+           else "CPU of this process per claim (controller + load generator + watchers)")
     return "\n".join([
         f"### claim-controller churn ({r['pods']} pods x {r['claims_per_pod']} claims, "
-        f"batches of {r['batch']}, {r['workers']} workers)",
+        f"batches of {r['batch']}, {where}{r['workers']} workers)",
         "",
         "| metric | value |",
         "|---|---|",
@@ -257,27 +329,34 @@ def markdown(r: dict[str, Any]) -> str:
         f"| claims created + deleted per second (whole churn) | {r['churn_claims_per_second']:.1f} |",
         f"| pod created → claims recorded in status, p50 / p99 | {r['recorded_p50'] * ms:.0f} ms / "
         f"{r['recorded_p99'] * ms:.0f} ms |",
-        f"| work-queue latency p50 / p99 | {r['queue_p50'] * ms:.1f} ms / {r['queue_p99'] * ms:.1f} ms |",
+        f"| work-queue latency p50 / p99 | {queue} |",
         f"| reconciles (mean duration) | {r['reconciles']} ({r['reconcile_mean'] * ms:.1f} ms) |",
-        f"| CPU of this process per claim (controller + load generator + watchers) | "
-        f"{r['cpu_ms_per_claim']:.1f} ms |",
+        f"| {cpu} | {r['cpu_ms_per_claim']:.1f} ms |",
+        *([f"| work per replica | {r['per_replica']} |"] if r["replicas"] else []),
         f"| wall time (1-min load average at the end) | {r['total_seconds']:.1f} s ({r['load']:.1f}) |",
+        f"| API writes of the controller per pod{ALLOCATED if r['allocate'] else ''}"
+        f" | {sum(r['writes'].values()) / r['pods']:.2f}: "
+        + ", ".join(f"{label(k)} {v / r['pods']:.2f}" for k, v in sorted(r["writes"].items())) + " |",
         "",
-        f"Controller, load generator and watchers share one Python process; machine: {platform.machine()}, "
-        f"{os.cpu_count()} CPUs, Python {platform.python_version()}.",
+        ("Load generator and watchers in this process, the controllers in their own; " if r["replicas"] else
+         "Controller, load generator and watchers share one Python process; ")
+        + f"machine: {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}.",
         "",
     ])
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     kubeconfig = args.kubeconfig or os.environ.get("KUBECONFIG")
+    args.log_dir = Path(tempfile.mkdtemp(prefix="churn-replicas-"))
     if kubeconfig:
+        args.kubeconfig_path = kubeconfig
         kube = await KubeClient.from_kubeconfig(kubeconfig)
         async with kube:
             return await churn(kube, args)
     from draflow_testenv.environment import Environment
 
     async with Environment() as env:
+        args.kubeconfig_path = str(env.kubeconfig)
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         async with kube:
             return await churn(kube, args)
@@ -290,13 +369,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--claims-per-pod", type=int, default=1, help="template claims per pod (default 1)")
     parser.add_argument("--workers", type=int, default=8, help="controller workers (default 8)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up after this many seconds")
+    parser.add_argument("--replicas", type=int, default=0,
+                        help="run the controller as this many claim-controller processes sharing the work "
+                        "(--shards); 0 (default): in this process")
+    parser.add_argument("--shards", type=int, default=4, help="shards with --replicas (default 4)")
+    parser.add_argument("--allocate", action="store_true",
+                        help="allocate and reserve each pod's claims before it finishes (full clean-up)")
+    parser.add_argument("--log-level", default="warning",
+                        help="log level of the controller (info: its per-claim logs, JSON on stderr)")
     parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    configure_logging("claim-controller-bench", "warning")
+    configure_logging("claim-controller-bench", args.log_level)
     result = asyncio.run(main_async(args))
     print(markdown(result))
 

@@ -176,6 +176,21 @@ class KubeClient:
         q = list(query.items()) if isinstance(query, dict) else query
         return await self._call(method.upper(), path, query=q, body=body, content_type=content_type)
 
+    async def get_text(self, path: str) -> str:
+        """GET a path that does not answer JSON (the API server's ``/metrics``, ``/healthz``) as text.
+
+        Raises ``ApiError`` subclasses and ``TransportError`` like every verb."""
+        resp = await self._transport.send("GET", path)
+        try:
+            data = await resp.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise TransportError(f"GET {path}: {exc!r}") from exc
+        finally:
+            resp.release()
+        if resp.status >= 400:
+            raise api_error_from_status(resp.status, data)
+        return data.decode()
+
     async def get(
         self, res: Resource, name: str, namespace: str | None = None, subresource: str | None = None
     ) -> dict[str, Any]:

@@ -147,6 +147,12 @@ class LeaderElector:
                 return
             self._log.warning("leadership lost, campaigning again")
 
+    async def try_acquire(self) -> bool:
+        """One attempt to take (or renew) the lease, without campaigning or leading: True when this
+        candidate holds it afterwards. Never raises ``ApiError``. A ``run`` right after a successful
+        attempt leads at once."""
+        return await self._try_acquire_or_renew()
+
     async def stop(self) -> None:
         """Stop campaigning/leading, release the lease if held, and wait until ``run`` has returned.
         Idempotent."""

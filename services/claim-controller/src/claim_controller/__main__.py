@@ -1,14 +1,21 @@
 """Entry point ``claim-controller``: the service context (tracing, KubeClient, NATS, /metrics + health,
-leader election; :mod:`draflow_runtime.servicecontext`), then the controller of each leadership term.
+leader election; :mod:`draflow_runtime.servicecontext`), then the controller.
 
-Only the leader runs informers and workers; a replica that loses the lease stops them and campaigns again
-(every reconcile is idempotent, so the next leader simply starts from its fresh caches).
+One replica at a time (``--shards 1``, the default): only the leader runs informers and workers; a replica
+that loses the lease stops them and campaigns again (every reconcile is idempotent, so the next leader
+simply starts from its fresh caches). Several replicas sharing the work (``--shards N``, N > 1): every
+replica runs its informers, and a :class:`~draflow_runtime.shards.ShardCoordinator` wins and gives up
+shards once the caches have synced; the controller reconciles only the keys of the shards held.
 """
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
+
 from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
+from draflow_runtime.shards import ShardCoordinator
 
 from .controller import COMPONENT, Controller
 from .settings import Settings
@@ -19,12 +26,21 @@ async def serve(settings: Settings) -> None:
     async with ServiceContext(COMPONENT, settings) as svc:
         bus = await svc.connect_bus()
         current: list[Controller] = []
+
+        def make() -> Controller:
+            return Controller(settings, svc.kube, bus=bus if bus.enabled else None,
+                              requester=bus if bus.enabled else None, namespace=settings.namespace or None)
+
+        if settings.shards > 1:
+            controller = make()
+            await svc.serve_http(ready=lambda: controller.synced)
+            await run_sharded(controller, coordinator(svc, settings, controller))
+            return
+
         await svc.serve_http(ready=lambda: svc.standby or (bool(current) and current[-1].synced))
 
         async def term() -> None:
-            controller = Controller(settings, svc.kube, bus=bus if bus.enabled else None,
-                                    requester=bus if bus.enabled else None,
-                                    namespace=settings.namespace or None)
+            controller = make()
             current.append(controller)
             try:
                 await controller.run()
@@ -32,6 +48,41 @@ async def serve(settings: Settings) -> None:
                 current.remove(controller)
 
         await svc.lead(term)
+
+
+def coordinator(svc: ServiceContext, settings: Settings, controller: Controller) -> ShardCoordinator:
+    return ShardCoordinator(
+        svc.kube, settings.leader_election_namespace, settings.leader_election_id, settings.shards,
+        settings.identity, on_acquired=controller.shard_acquired, on_lost=controller.shard_lost,
+        lease_duration=settings.lease_duration, renew_deadline=settings.renew_deadline,
+        retry_period=settings.retry_period,
+    )
+
+
+async def run_sharded(controller: Controller, shards: ShardCoordinator) -> None:
+    """The controller's informers and workers, and, once its caches have synced, the shard Leases.
+    Cancelling gives every shard up (its reconciles stop, its Lease is released) before the controller
+    stops."""
+    run = asyncio.create_task(controller.run(), name="claim-controller")
+    leases: asyncio.Task[Any] | None = None
+    try:
+        synced = asyncio.create_task(controller.wait_synced())
+        await asyncio.wait({run, synced}, return_when=asyncio.FIRST_COMPLETED)
+        synced.cancel()
+        if run.done():
+            await run  # failed before its caches synced: raise
+            return
+        leases = asyncio.create_task(shards.run(), name="shard-coordinator")
+        await asyncio.wait({run, leases}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        if leases is not None:
+            leases.cancel()
+            await asyncio.wait({leases})
+        run.cancel()
+        await asyncio.wait({run})
+    for task in (run, leases):
+        if task is not None and task.done() and not task.cancelled() and task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
 
 
 def main() -> None:

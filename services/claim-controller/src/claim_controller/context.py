@@ -78,6 +78,9 @@ class Tombstones:
     def pop(self, key: str) -> Obj | None:
         return self._items.pop(key, None)
 
+    def get(self, key: str) -> Obj | None:
+        return self._items.get(key)
+
     def discard(self, key: str) -> None:
         self._items.pop(key, None)
 

@@ -14,6 +14,11 @@ template event     every pod with a claim from that template (index ``byTemplate
 With ``--device-taint-eviction`` (default on) a :class:`~claim_controller.eviction.TaintEviction` shares
 the pod and claim informers and runs its own queue (NoExecute device taints, DeviceTaintRule status).
 
+With ``--shards N`` (N > 1) this replica reconciles only the keys of the shards it holds
+(:mod:`claim_controller.sharding`): keys of other shards are not queued, a key whose shard was given up
+meanwhile is dropped, :meth:`Controller.shard_acquired` queues everything of a shard just won and
+:meth:`Controller.shard_lost` cancels and waits for the shard's reconciles before its Lease goes.
+
 ``reconcile(key)`` dispatches to :func:`~claim_controller.pods.sync_pod` or
 :func:`~claim_controller.claims.sync_claim`, which read the caches and decide from the current state.
 A :class:`~draflow_runtime.reconcile.TerminalError` becomes a Warning Event on the object it names.
@@ -52,6 +57,7 @@ from .ownership import (
 )
 from .pods import sync_pod
 from .settings import Settings
+from .sharding import EVICTION_SHARD, InFlight, claim_shard_key, pod_shard_key, shard_of
 
 __all__ = ["COMPONENT", "Controller"]
 
@@ -120,12 +126,20 @@ class Controller:
         self.templates.add_handler(self._on_template)
         self.eviction = TaintEviction(settings, kube, self.pods, self.claims, self.recorder) \
             if settings.device_taint_eviction else None
-        self._synced = False
+        self._synced = asyncio.Event()
+        self.shards = settings.shards
+        # Shards this replica may act on: all of them unless the work is split (then: Leases held).
+        self.held: set[int] = set(range(self.shards)) if self.shards == 1 else set()
+        self.in_flight = InFlight()
+        self._eviction_task: asyncio.Task[None] | None = None
 
     @property
     def synced(self) -> bool:
         """All informers have listed (the readiness condition)."""
-        return self._synced
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
 
     async def run(self) -> None:
         """Start the informers, wait for their first list, then reconcile until cancelled.
@@ -140,15 +154,17 @@ class Controller:
                 await informer.start()
             for informer in informers:
                 await informer.wait_synced()
-            self._synced = True
+            self._synced.set()
             log.info("caches synced", pods=len(self.pods), claims=len(self.claims),
                      templates=len(self.templates))
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.runner.run())
-                if self.eviction is not None:
+                if self.eviction is not None and self.shards == 1:
                     group.create_task(self.eviction.runner.run())
         finally:
-            self._synced = False
+            self._synced.clear()
+            if self._eviction_task is not None:
+                self._eviction_task.cancel()
             self.queue.shutdown()
             if self.eviction is not None:
                 self.eviction.queue.shutdown()
@@ -160,6 +176,15 @@ class Controller:
     # -- reconcile -------------------------------------------------------------------------------
 
     async def reconcile(self, key: str) -> Done | RequeueAfter:
+        if self.shards == 1:
+            return await self._dispatch(key)
+        shard = self._shard(key)
+        if shard not in self.held:
+            return Done()  # given up since it was queued: its new holder reconciles it
+        result = await self.in_flight.run(shard, lambda: self._dispatch(key))
+        return Done() if result is None else result
+
+    async def _dispatch(self, key: str) -> Done | RequeueAfter:
         kind, _, rest = key.partition(":")
         namespace, _, name = rest.partition("/")
         if kind + ":" == POD_PREFIX:
@@ -179,27 +204,75 @@ class Controller:
             reason = getattr(err, "reason", "ReconcileFailed")
             await self.recorder.event(obj, "Warning", reason, err.message, action="Reconciling")
 
+    # -- shards (--shards > 1) ------------------------------------------------------------------------
+
+    def _shard(self, key: str) -> int:
+        kind, _, rest = key.partition(":")
+        namespace, _, name = rest.partition("/")
+        if kind + ":" == CLAIM_PREFIX:
+            claim = self.ctx.claim(namespace, name) or self.ctx.tombstones.get(rest)
+            return shard_of(claim_shard_key(namespace, name, claim), self.shards)
+        return shard_of(pod_shard_key(namespace, name), self.shards)
+
+    def _add(self, key: str) -> None:
+        """Queue ``key`` if this replica holds its shard."""
+        if self.shards == 1 or self._shard(key) in self.held:
+            self.queue.add(key)
+
+    async def shard_acquired(self, shard: int) -> None:
+        """Shard won: queue every pod and claim of it (the previous holder may have stopped half way)."""
+        self.held.add(shard)
+        queued = 0
+        for pod in self.pods.list():
+            if self._wanted_pod(pod) and shard_of(key_of(pod), self.shards) == shard:
+                self.queue.add(POD_PREFIX + key_of(pod))
+                queued += 1
+        for claim in self.claims.list():
+            meta = claim["metadata"]
+            owner_key = claim_shard_key(meta.get("namespace", ""), meta["name"], claim)
+            if shard_of(owner_key, self.shards) == shard:
+                self.queue.add(CLAIM_PREFIX + key_of(claim))
+                queued += 1
+        if shard == EVICTION_SHARD and self.eviction is not None and self._eviction_task is None:
+            self.eviction.resync()
+            self._eviction_task = asyncio.create_task(self.eviction.runner.run(), name="taint-eviction")
+        log.info("shard taken over", shard=shard, queued=queued)
+
+    async def shard_lost(self, shard: int) -> None:
+        """Shard given up (or its Lease not renewed): stop its reconciles and wait until they ended."""
+        self.held.discard(shard)
+        if shard == EVICTION_SHARD and self._eviction_task is not None:
+            task, self._eviction_task = self._eviction_task, None
+            task.cancel()
+            await asyncio.wait({task})
+        await self.in_flight.cancel(shard)
+
     # -- event handlers: enqueue only ------------------------------------------------------------
+
+    @staticmethod
+    def _wanted_pod(pod: Obj) -> bool:
+        """A pod with claims or an extended resource claim (upstream ignores the others as well)."""
+        return bool((pod.get("spec") or {}).get("resourceClaims") or extended_claim_name(pod))
 
     def _on_pod(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         pod = new if new is not None else old
-        if pod is None or not ((pod.get("spec") or {}).get("resourceClaims") or extended_claim_name(pod)):
-            return  # a pod with neither claims nor an extended resource claim (upstream the same)
+        if pod is None or not self._wanted_pod(pod):
+            return
         key = key_of(pod)
         if event == "delete":
             self.ctx.deleted_pods.add(pod["metadata"].get("uid", ""))
             self._enqueue_claims_of(pod)
             return
-        self.queue.add(POD_PREFIX + key)
+        self._add(POD_PREFIX + key)
         if pod_is_done(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
             self._enqueue_claims_of(pod)
 
     def _enqueue_claims_of(self, pod: Obj) -> None:
         namespace = pod["metadata"].get("namespace", "")
         for claim_key in claim_uses(pod):
-            self.queue.add(CLAIM_PREFIX + claim_key)
+            self._add(CLAIM_PREFIX + claim_key)
         for claim in self.ctx.claims_owned_by(pod["metadata"].get("uid", "")):
-            self.queue.add(f"{CLAIM_PREFIX}{namespace}/{claim['metadata']['name']}")
+            self._add(f"{CLAIM_PREFIX}{namespace}/{claim['metadata']['name']}")
 
     def _on_claim(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         claim = new if new is not None else old
@@ -209,16 +282,16 @@ class Controller:
         if event == "delete":
             self.ctx.mutations.forget(key)
             self.ctx.tombstones.add(key, claim)
-        self.queue.add(CLAIM_PREFIX + key)
+        self._add(CLAIM_PREFIX + key)
         for pod in self.ctx.pods_indexed(BY_CLAIM, key):
-            self.queue.add(POD_PREFIX + key_of(pod))
+            self._add(POD_PREFIX + key_of(pod))
         owner = owning_pod(claim)
         if owner is not None:
-            self.queue.add(f"{POD_PREFIX}{claim['metadata'].get('namespace', '')}/{owner[0]}")
+            self._add(f"{POD_PREFIX}{claim['metadata'].get('namespace', '')}/{owner[0]}")
 
     def _on_template(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         if event == "delete" or new is None:
             return
         for pod in self.ctx.pods_indexed(BY_TEMPLATE, key_of(new)):
-            self.queue.add(POD_PREFIX + key_of(pod))
+            self._add(POD_PREFIX + key_of(pod))
 

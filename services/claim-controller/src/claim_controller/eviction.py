@@ -284,6 +284,15 @@ class TaintEviction:
                                          d.get("name", "")))
         return count
 
+    def resync(self) -> None:
+        """Queue every bound pod with claims and every rule (the eviction's work just moved here)."""
+        for pod in self.pods.list():
+            spec = pod.get("spec") or {}
+            if spec.get("resourceClaims") and spec.get("nodeName"):
+                self.queue.add(EVICT_PREFIX + key_of(pod))
+        for rule in self.rules.list() if self.rules is not None else ():
+            self.queue.add(RULE_PREFIX + rule["metadata"]["name"])
+
     # -- event handlers: enqueue only ------------------------------------------------------------
 
     def _enqueue_reserved(self, claim: Obj | None) -> None:

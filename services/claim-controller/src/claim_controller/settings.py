@@ -19,6 +19,12 @@ class Settings(ServiceSettings):
     namespace: str = Field(
         "", description="Watch only this namespace (tests, benchmarks, tenants); empty watches all."
     )
+    shards: int = Field(
+        1, ge=1, le=1024,
+        description="Lease-owned shards the pods and claims are split into. Above 1 every replica works (no "
+        "--leader-elect needed): it holds some of the Leases <leader-election-id>-shard-<i> in "
+        "--leader-election-namespace (lease timing as for leader election) and reconciles only their keys.",
+    )
     workers: int = Field(8, ge=1, le=256, description="Concurrent reconciles (pods and claims share them).")
     reconcile_timeout: float = Field(
         30.0, gt=0, description="Seconds one reconcile may take before it is retried."

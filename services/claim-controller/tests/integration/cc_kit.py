@@ -7,6 +7,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
+
 from claim_controller.context import Hooks
 from claim_controller.controller import Controller
 from claim_controller.settings import Settings
@@ -157,3 +159,21 @@ class Kit:
 def consumer(p: dict[str, Any]) -> dict[str, str]:
     """The reservedFor entry of pod ``p``."""
     return {"resource": "pods", "name": p["metadata"]["name"], "uid": p["metadata"]["uid"]}
+
+
+async def http_get(url: str) -> tuple[int, str]:
+    """Status and body of a GET (0, "" when nothing answers)."""
+    try:
+        async with aiohttp.ClientSession() as session, session.get(url) as resp:
+            return resp.status, await resp.text()
+    except aiohttp.ClientError:
+        return 0, ""
+
+
+async def metric(port: int, line_prefix: str) -> float | None:
+    """The value of the sample line starting with ``line_prefix`` on a service's /metrics."""
+    _, text = await http_get(f"http://127.0.0.1:{port}/metrics")
+    for line in text.splitlines():
+        if line.startswith(line_prefix + " "):
+            return float(line.split()[-1])
+    return None

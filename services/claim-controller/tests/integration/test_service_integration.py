@@ -8,23 +8,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
-from cc_kit import Kit, consumer, eventually, pod, template
+from cc_kit import Kit, consumer, eventually, http_get, metric, pod, template
 
 from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from draflow_testenv.environment import Environment
 from draflow_testenv.servers import free_port
 
 pytestmark = pytest.mark.integration
-
-
-async def http_get(url: str) -> tuple[int, str]:
-    try:
-        async with aiohttp.ClientSession() as session, session.get(url) as resp:
-            return resp.status, await resp.text()
-    except aiohttp.ClientError:
-        return 0, ""
 
 
 def argv(kit: Kit, testenv: Environment, port: int, identity: str, *extra: str) -> list[str]:
@@ -34,14 +25,6 @@ def argv(kit: Kit, testenv: Environment, port: int, identity: str, *extra: str) 
         "--namespace", kit.namespace, "--http-port", str(port), "--http-host", "127.0.0.1",
         "--nats-url", testenv.nats_url, "--identity", identity, *extra,
     ]
-
-
-async def metric(port: int, line_prefix: str) -> float | None:
-    _, text = await http_get(f"http://127.0.0.1:{port}/metrics")
-    for line in text.splitlines():
-        if line.startswith(line_prefix + " "):
-            return float(line.split()[-1])
-    return None
 
 
 async def test_service_runs_a_pods_claims_end_to_end(

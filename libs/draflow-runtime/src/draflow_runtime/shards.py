@@ -1,0 +1,239 @@
+"""Several replicas share a controller's keys through ``coordination.k8s.io/v1`` Leases, one per shard.
+
+A key belongs to shard ``shard_of(key, shards)`` (a stable hash, the same in every process). Shard *i* is
+worked on only by the holder of the Lease ``<prefix>-shard-<i>``, each held with the client-go semantics of
+:class:`~draflow_runtime.leader.LeaderElector` (compare-and-swap writes, the holder stops acting after
+``renew_deadline`` without a renewal, a peer takes over only ``lease_duration`` after it last saw the
+record change). So for every shard there is at most one replica acting at a time, exactly as for a
+single leader, and a replica that dies has its shards taken over once their Leases expire.
+
+Who should hold which shard: every replica holds one member slot, a Lease ``<prefix>-member-<j>`` for
+``j`` < ``shards`` (the first it can take, with the same elector; a replica beyond ``shards`` gets no slot
+and stands by until one frees up), and reads the slots every ``retry_period``. Names known in advance
+keep the RBAC to named Leases (no list, no update of other Leases). A member is live while its slot's
+holder is set and its record changed within its ``leaseDurationSeconds`` of this replica's own clock.
+The shards are spread evenly over the live members by rendezvous hashing with a capacity
+(:func:`assignment`), so every replica computes the same from the same members and a member coming or
+going moves few shards besides its own; a replica without a slot wants no shard. A replica campaigns
+for the shards it should hold and releases the ones it should not (after its ``on_lost`` callback has
+stopped the work), so the new owner takes them at its next attempt. Views of the members can differ for
+a moment; the Leases still admit one holder per shard, and the views converge.
+
+``on_acquired(shard)`` runs when a shard is won (the controller enqueues everything of the shard: a
+new holder re-reconciles it all); ``on_lost(shard)`` runs before the Lease is released or may expire
+(the controller stops and waits for that shard's reconciles in flight).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+import orjson
+import structlog
+
+from .errors import ApiError, NotFound, TransportError
+from .kube import LEASES, KubeClient
+from .leader import LeaderElector
+
+__all__ = [
+    "ShardCoordinator",
+    "assignment",
+    "desired_shards",
+    "member_lease_name",
+    "shard_lease_name",
+    "shard_of",
+]
+
+log = structlog.get_logger(__name__)
+
+ShardCallback = Callable[[int], Awaitable[Any]]
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+
+
+def shard_of(key: str, shards: int) -> int:
+    """The shard of ``key`` (e.g. ``<namespace>/<pod>``): the same in every process and Python version."""
+    if shards < 1:
+        raise ValueError("shards must be >= 1")
+    return _hash64(key) % shards
+
+
+def assignment(members: Iterable[str], shards: int) -> dict[int, str]:
+    """Shard -> member: every shard to exactly one member, every member ``shards // len(members)`` or one
+    more. Shard by shard, the member with the highest hash of (member, shard) that still has room takes
+    it (rendezvous hashing with a capacity), so all replicas compute the same from the same members and
+    most shards stay where they were when a member comes or goes. Empty without members."""
+    ranked = sorted(set(members))
+    if not ranked:
+        return {}
+    base, extra = divmod(shards, len(ranked))  # ``extra`` members get one more than ``base``
+    held = dict.fromkeys(ranked, 0)
+    owners: dict[int, str] = {}
+    for shard in range(shards):
+        room = [m for m in ranked if held[m] < base or (held[m] == base and extra > 0)]
+        owner = max(room, key=lambda m: (_hash64(f"{m}\x00{shard}"), m))
+        owners[shard] = owner
+        held[owner] += 1
+        if held[owner] == base + 1:
+            extra -= 1
+    return owners
+
+
+def desired_shards(identity: str, members: Iterable[str], shards: int) -> set[int]:
+    """The shards ``identity`` should hold when ``members`` (plus itself) are the live replicas."""
+    return {shard for shard, owner in assignment({*members, identity}, shards).items() if owner == identity}
+
+
+def shard_lease_name(prefix: str, shard: int) -> str:
+    return f"{prefix}-shard-{shard}"
+
+
+def member_lease_name(prefix: str, slot: int) -> str:
+    return f"{prefix}-member-{slot}"
+
+
+class ShardCoordinator:
+    """One replica's part (see the module docstring). ``held`` is the set of shards this replica may act
+    on right now; it changes only around the callbacks."""
+
+    def __init__(
+        self,
+        kube: KubeClient,
+        namespace: str,
+        prefix: str,
+        shards: int,
+        identity: str,
+        *,
+        on_acquired: ShardCallback,
+        on_lost: ShardCallback,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        if shards < 1:
+            raise ValueError("shards must be >= 1")
+        self._kube = kube
+        self.namespace = namespace
+        self.prefix = prefix
+        self.shards = shards
+        self.identity = identity
+        self._on_acquired = on_acquired
+        self._on_lost = on_lost
+        self._timing = {"lease_duration": lease_duration, "renew_deadline": renew_deadline,
+                        "retry_period": retry_period}
+        self.retry_period = retry_period
+        self.held: set[int] = set()
+        self.members: set[str] = set()
+        self._electors = [
+            LeaderElector(kube, namespace, shard_lease_name(prefix, i), identity, **self._timing)
+            for i in range(shards)
+        ]
+        self._slots = [
+            LeaderElector(kube, namespace, member_lease_name(prefix, j), identity, **self._timing)
+            for j in range(shards)
+        ]
+        self._campaigns: dict[int, asyncio.Task[None]] = {}
+        self._releasing: dict[int, asyncio.Task[None]] = {}
+        self._observed: dict[int, tuple[bytes, float]] = {}  # member slot -> (record, when it changed)
+        self._log = log.bind(shards=shards, identity=identity, lease_prefix=f"{namespace}/{prefix}")
+
+    async def run(self) -> None:
+        """Keep a member slot and the wanted shards until cancelled; then give up every shard held (after
+        ``on_lost``, Lease released) and the slot."""
+        member = asyncio.create_task(self._keep_member_slot(), name="shard-member")
+        try:
+            while True:
+                await self._rebalance()
+                await asyncio.sleep(self.retry_period)
+        finally:
+            await asyncio.shield(self._shutdown(member))
+
+    async def _shutdown(self, member: asyncio.Task[None]) -> None:
+        await asyncio.gather(*(elector.stop() for elector in self._electors), return_exceptions=True)
+        for task in (*self._campaigns.values(), *self._releasing.values()):
+            task.cancel()
+        await asyncio.gather(*self._campaigns.values(), *self._releasing.values(), return_exceptions=True)
+        await asyncio.gather(*(slot.stop() for slot in self._slots), return_exceptions=True)
+        member.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await member
+
+    async def _keep_member_slot(self) -> None:
+        """Take the first free member slot and hold it; look for one again whenever it is lost."""
+        while True:
+            for slot in self._slots:
+                if await slot.try_acquire():
+                    await slot.run(on_started_leading=asyncio.Event().wait)
+                    break
+            await asyncio.sleep(self.retry_period)
+
+    async def _rebalance(self) -> None:
+        self.members = await self._live_members()
+        member = any(slot.is_leader for slot in self._slots)
+        wanted = desired_shards(self.identity, self.members, self.shards) if member else set()
+        for shard in range(self.shards):
+            campaign = self._campaigns.get(shard)
+            if shard in wanted:
+                if shard in self._releasing or (campaign is not None and not campaign.done()):
+                    continue
+                self._campaigns[shard] = asyncio.create_task(self._campaign(shard), name=f"shard-{shard}")
+            elif campaign is not None and shard not in self._releasing:
+                self._releasing[shard] = asyncio.create_task(self._release(shard))
+
+    async def _campaign(self, shard: int) -> None:
+        await self._electors[shard].run(on_started_leading=lambda: self._hold(shard))
+
+    async def _release(self, shard: int) -> None:
+        """Stop campaigning for ``shard``; if held, ``on_lost`` runs and then the Lease is released."""
+        try:
+            await self._electors[shard].stop()
+            campaign = self._campaigns.pop(shard, None)
+            if campaign is not None:
+                await asyncio.wait({campaign})
+        finally:
+            self._releasing.pop(shard, None)
+
+    async def _hold(self, shard: int) -> None:
+        """The leading task of one shard: acts from ``on_acquired`` until cancelled (lost or released)."""
+        self.held.add(shard)
+        self._log.info("shard acquired", shard=shard, held=sorted(self.held))
+        try:
+            await self._on_acquired(shard)
+            await asyncio.Event().wait()
+        finally:
+            self.held.discard(shard)
+            self._log.info("shard given up", shard=shard, held=sorted(self.held))
+            await asyncio.shield(self._on_lost(shard))
+
+    async def _live_members(self) -> set[str]:
+        """Holders of member slots whose record changed within their lease duration (own clock)."""
+        now = time.monotonic()
+        live: set[str] = set()
+        for slot in range(self.shards):
+            try:
+                lease = await self._kube.get(LEASES, member_lease_name(self.prefix, slot), self.namespace)
+            except NotFound:
+                self._observed.pop(slot, None)
+                continue
+            except (ApiError, TransportError) as err:
+                self._log.warning("member slot not read, keeping the last view", slot=slot, error=str(err))
+                return self.members
+            spec = lease.get("spec") or {}
+            record = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+            previous = self._observed.get(slot)
+            changed_at = now if previous is None or previous[0] != record else previous[1]
+            self._observed[slot] = (record, changed_at)
+            holder = spec.get("holderIdentity") or ""
+            duration = float(spec.get("leaseDurationSeconds") or self._timing["lease_duration"])
+            if holder and now - changed_at < duration:
+                live.add(holder)
+        if live != self.members:
+            self._log.info("shard members changed", members=sorted(live))
+        return live

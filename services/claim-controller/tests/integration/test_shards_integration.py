@@ -1,0 +1,119 @@
+"""Two real ``claim-controller`` processes with ``--shards`` share the pods; one is killed mid-stream.
+
+The guarantees are those of one replica: every pod gets exactly its claims (never two for one pod claim),
+no pod is forgotten when a replica dies with work in flight (the survivor takes its shards over once their
+Leases expire and reconciles everything in them), and both replicas did part of the work. Like every
+test here, once as the admin and once with only the RBAC of deploy/kustomize/base/claim-controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cc_kit import Kit, eventually, http_get, metric, pod, template
+
+from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES
+from draflow_testenv.environment import Environment
+from draflow_testenv.servers import free_port
+
+pytestmark = pytest.mark.integration
+
+SHARDS = 4
+POD_CLAIMS = ("gpu", "nic")
+CREATED = "draflow_claim_controller_claims_created_total"
+
+
+def argv(kit: Kit, testenv: Environment, port: int, identity: str) -> list[str]:
+    return [
+        str(Path(sys.executable).parent / "claim-controller"),
+        "--shards", str(SHARDS), "--leader-election-namespace", kit.namespace,
+        "--lease-duration", "4", "--renew-deadline", "3", "--retry-period", "0.5",
+        "--namespace", kit.namespace, "--http-port", str(port), "--http-host", "127.0.0.1",
+        "--nats-url", testenv.nats_url, "--identity", identity,
+    ]
+
+
+async def create_pods(kit: Kit, names: list[str]) -> None:
+    claims = {c: {"resourceClaimTemplateName": "t"} for c in POD_CLAIMS}
+    await asyncio.gather(*(kit.create(PODS, pod(n, claims)) for n in names))
+
+
+async def shard_holders(kit: Kit) -> dict[int, str]:
+    holders = {}
+    for shard in range(SHARDS):
+        lease = await kit.get(LEASES, f"claim-controller-shard-{shard}")
+        holders[shard] = ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+    return holders
+
+
+async def unrecorded(kit: Kit, names: list[str]) -> list[str]:
+    pods = {p["metadata"]["name"]: p for p in (await kit.kube.list(PODS, kit.namespace))["items"]}
+    missing = []
+    for name in names:
+        statuses = (pods.get(name) or {}).get("status", {}).get("resourceClaimStatuses") or []
+        if {s["name"] for s in statuses if s.get("resourceClaimName")} != set(POD_CLAIMS):
+            missing.append(name)
+    return missing
+
+
+def check_exactly_the_claims(pods: list[dict[str, Any]], claims: list[dict[str, Any]]) -> None:
+    per_pod_claim = Counter(
+        (ref["uid"], c["metadata"]["annotations"]["resource.kubernetes.io/pod-claim-name"])
+        for c in claims for ref in c["metadata"].get("ownerReferences") or () if ref.get("controller")
+    )
+    duplicates = {k: n for k, n in per_pod_claim.items() if n > 1}
+    assert duplicates == {}, f"two claims for one pod claim: {duplicates}"
+    names = {c["metadata"]["name"] for c in claims}
+    for p in pods:
+        recorded = {s["name"]: s["resourceClaimName"] for s in p["status"]["resourceClaimStatuses"]}
+        assert set(recorded) == set(POD_CLAIMS), p["metadata"]["name"]
+        assert set(recorded.values()) <= names, p["metadata"]["name"]
+        for pod_claim in POD_CLAIMS:
+            assert per_pod_claim[(p["metadata"]["uid"], pod_claim)] == 1
+    assert len(claims) == len(pods) * len(POD_CLAIMS)
+
+
+async def test_two_replicas_share_the_pods_and_one_survives_the_other_being_killed(
+    kit: Kit, testenv: Environment, run_service: Any,
+) -> None:
+    await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
+    ports = {"a": free_port(), "b": free_port()}
+    replicas = {name: await run_service(argv(kit, testenv, port, f"replica-{name}"),
+                                        kubeconfig=kit.identity.kubeconfig, name=f"cc-shard-{name}")
+                for name, port in ports.items()}
+
+    async def split() -> dict[int, str] | None:
+        holders = await shard_holders(kit)
+        return holders if set(holders.values()) == {"replica-a", "replica-b"} else None
+    await eventually(split, timeout=60, what="both replicas hold shards")
+
+    first = [f"p-{i:03d}" for i in range(40)]
+    await create_pods(kit, first)
+
+    async def all_recorded(names: list[str]) -> bool:
+        return not await unrecorded(kit, names)
+    await eventually(lambda: all_recorded(first), timeout=60, what="claims of the first pods")
+    created = {name: await metric(port, CREATED) or 0.0 for name, port in ports.items()}
+    assert created["a"] > 0 and created["b"] > 0, f"one replica did all the work: {created}"
+    assert sum(created.values()) == len(first) * len(POD_CLAIMS)
+
+    second = [f"q-{i:03d}" for i in range(40)]
+    creating = asyncio.create_task(create_pods(kit, second))
+    await asyncio.sleep(0)  # the first creates are on their way
+    await replicas["a"].kill()  # SIGKILL mid-stream: no Lease released, reconciles cut off anywhere
+    await creating
+
+    async def b_holds_all() -> bool:
+        return set((await shard_holders(kit)).values()) == {"replica-b"}
+    await eventually(b_holds_all, timeout=60, what="replica-b takes over every shard")
+    await eventually(lambda: all_recorded(first + second), timeout=90, what="claims of every pod")
+
+    pods = (await kit.kube.list(PODS, kit.namespace))["items"]
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(first + second)
+    check_exactly_the_claims(pods, await kit.claims())
+    assert (await http_get(f"http://127.0.0.1:{ports['b']}/readyz"))[0] == 200
