@@ -25,6 +25,10 @@ binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomiz
 binaries-node: ## Build and cache the real-node set (kubelet, scheduler, controller-manager, kubectl, containerd, CNI; Debian runc...)
 	@hack/binaries.sh ensure-node
 
+.PHONY: browser
+browser: ## Install (once) Debian's chromium: the headless browser of the web view's test (Playwright drives it)
+	@hack/browser-packages.sh
+
 .PHONY: e2e
 e2e: sync binaries binaries-node ## End to end on a real cluster of this machine: real kubelet + containerd (needs root)
 	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e $(PYTEST_ARGS)
@@ -55,7 +59,7 @@ typecheck: sync ## mypy over every lib and service
 	@$(UV) run --frozen mypy libs/*/src services/*/src
 
 .PHONY: test
-test: sync binaries $(if $(filter 0,$(E2E)),,binaries-node) verify-protos verify-docs lint typecheck ## All tests: unit, integration (real apiserver, etcd, NATS, Jaeger), then e2e on a real node (E2E=0 skips it)
+test: sync binaries browser $(if $(filter 0,$(E2E)),,binaries-node) verify-protos verify-docs lint typecheck ## All tests: unit, integration (real apiserver, etcd, NATS, Jaeger), then e2e on a real node (E2E=0 skips it)
 	@$(UV) run --frozen pytest --durations=25 $(PYTEST_ARGS)
 ifneq ($(E2E),0)
 	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e

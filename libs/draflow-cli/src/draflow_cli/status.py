@@ -22,14 +22,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from draflow_runtime.devicetaints import is_unhealthy
 from draflow_runtime.dra import claim_results
 from draflow_runtime.kube import RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 
 from . import poolstatus
 from .kubeopts import dump, structured
 from .table import render
-
-UNHEALTHY_TAINT = "draflow.dev/unhealthy"
 
 
 @dataclass
@@ -70,10 +69,6 @@ def _placement(spec: Mapping[str, Any], device: Mapping[str, Any]) -> str:
     if spec.get("allNodes") or device.get("allNodes"):
         return "<all nodes>"
     return "<node selector>"
-
-
-def is_unhealthy(driver: str, taint: Mapping[str, Any]) -> bool:
-    return taint.get("key") in (UNHEALTHY_TAINT, f"{driver}/unhealthy")
 
 
 def summarize(slices: Iterable[Mapping[str, Any]], claims: Iterable[Mapping[str, Any]]) -> list[PoolStatus]:

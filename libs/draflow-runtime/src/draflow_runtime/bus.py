@@ -250,6 +250,11 @@ class EventBus:
             raise BusUnavailable("not connected to NATS")
         return self._js
 
+    def jetstream(self) -> JetStreamContext:
+        """The JetStream context of the current connection, to read history (e.g.
+        :func:`draflow_runtime.lifecycle.claim_timeline`); :class:`BusUnavailable` while not connected."""
+        return self._jetstream()
+
     # -- publishing and the outbox
 
     async def publish(

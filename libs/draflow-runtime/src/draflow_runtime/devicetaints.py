@@ -2,9 +2,11 @@
 
 ``tolerates`` is upstream's ``resourceclaim.ToleratesTaint`` (the core/v1 toleration rule: an empty
 effect or key matches any, operator ``Equal`` (the default) compares values, ``Exists`` does not).
-``rule_selects`` is the DeviceTaintRule selector as kube-controller-manager's device-taint eviction
-controller applies it (v1.37): a rule without ``spec.deviceSelector`` selects nothing, the empty
-selector selects every device, each set field (``driver``, ``pool``, ``device``) must be equal.
+``is_unhealthy``: the taint a driver (``<driver>/unhealthy``) or slice-publisher
+(``draflow.dev/unhealthy``) puts on a device reported unhealthy. ``rule_selects`` is the DeviceTaintRule
+selector as kube-controller-manager's device-taint eviction controller applies it (v1.37): a rule
+without ``spec.deviceSelector`` selects nothing, the empty selector selects every device, each set
+field (``driver``, ``pool``, ``device``) must be equal.
 """
 
 from __future__ import annotations
@@ -13,11 +15,18 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-__all__ = ["NONE", "NO_EXECUTE", "NO_SCHEDULE", "parse_time", "rule_selects", "tolerates"]
+__all__ = ["NONE", "NO_EXECUTE", "NO_SCHEDULE", "UNHEALTHY_TAINT", "is_unhealthy", "parse_time",
+           "rule_selects", "tolerates"]
 
 NONE = "None"
 NO_SCHEDULE = "NoSchedule"
 NO_EXECUTE = "NoExecute"
+UNHEALTHY_TAINT = "draflow.dev/unhealthy"
+
+
+def is_unhealthy(driver: str, taint: Mapping[str, Any]) -> bool:
+    """Does ``taint`` mark a device reported unhealthy (``draflow.dev/unhealthy``, ``<driver>/unhealthy``)?"""
+    return taint.get("key") in (UNHEALTHY_TAINT, f"{driver}/unhealthy")
 
 
 def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:

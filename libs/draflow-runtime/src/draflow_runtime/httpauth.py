@@ -7,7 +7,7 @@ A request to a protected path must carry ``Authorization: Bearer <token>``:
    belongs to; no token, or a token the API server does not accept → **401**.
 2. **authorization**: a ``SubjectAccessReview`` (``authorization.k8s.io/v1``) asks whether that user may
    ``<verb>`` the non-resource URL ``<path>`` (``GET``/``HEAD`` → ``get``); denied → **403**. RBAC grants
-   it with ``nonResourceURLs`` (``/explain``, ``/explain/*``, ``/debug/*``, ``/metrics``).
+   it with ``nonResourceURLs`` (``/explain``, ``/explain/*``, ``/ui``, ``/ui/*``, ``/debug/*``, ``/metrics``).
 
 Answers (allowed and denied alike) are reused for ``cache_seconds``; an API server that cannot answer gives
 **503** and nothing is cached. The process needs ``create`` on ``tokenreviews`` and

@@ -57,8 +57,11 @@ def _nodes(env: Environment) -> str:
     return str(env.nodes)
 
 
-def _summary(env: Environment) -> str:
+def _summary(env: Environment, args: argparse.Namespace | None = None) -> str:
+    allocator = getattr(args, "allocator_url", "")  # set by the services step (not with --env-only)
+    web = [("web view", f"{allocator}/ui  (devices, claims, timelines; live)")] if allocator else []
     rows = [
+        *web,
         ("kubeconfig", str(env.kubeconfig)),
         ("API server", env.apiserver_url),
         ("NATS", env.nats_url),
@@ -143,7 +146,7 @@ async def _up(args: argparse.Namespace, state: Path) -> int:
             _print(f"draflow-testenv: {name} ...")
             if not await _until_stopped(stop, stack.enter_async_context(step(env, args))):
                 return 130
-        _print(f"draflow-testenv: up in {env.startup_seconds:.1f}s\n{_summary(env)}\n"
+        _print(f"draflow-testenv: up in {env.startup_seconds:.1f}s\n{_summary(env, args)}\n"
                "Ctrl-C (or `draflow-testenv down`) stops everything.")
         await stop.wait()
     return 0

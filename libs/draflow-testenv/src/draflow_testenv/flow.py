@@ -6,7 +6,8 @@ Two start-up steps, registered in ``draflow_testenv.__main__.STEPS`` unless ``up
     reference-driver (fleet mode, ``partitionable`` profile, ``--gpus`` per node), kubelet-dra-shim (fleet
     mode, simulated kubelet: the Node objects), slice-publisher (fleet mode), claim-controller and
     structured-allocator, each a subprocess of the environment (logs in ``<state>/logs/<name>.log``),
-    pointed at its NATS and Jaeger. Waits until every node is Ready and has its ResourceSlices.
+    pointed at its NATS and Jaeger. Waits until every node is Ready and has its ResourceSlices, then
+    prints the allocator's web view, ``<allocator>/ui`` (its trace links go to the environment's Jaeger).
 ``demo``
     applies ``deploy/demo`` (kustomization order), shows live progress (pods pending / allocated /
     prepared / running) until every pod that can run is Running, then a summary: ``draflow status``, the
@@ -85,10 +86,11 @@ def fleet_root(state_dir: Path) -> str:
 
 
 def service_commands(
-    env: Environment, nodes: int, gpus: int, allocator_port: int
+    env: Environment, nodes: int, gpus: int, allocator_port: int, fleet: str | None = None
 ) -> list[tuple[str, list[str]]]:
-    """(name, argv) of the five services, node agents in fleet mode over ``<state>/fleet``."""
-    fleet = fleet_root(env.state_dir)
+    """(name, argv) of the five services, node agents in fleet mode over ``fleet`` (default
+    :func:`fleet_root`)."""
+    fleet = fleet or fleet_root(env.state_dir)
     common = ["--nats-url", env.nats_url, "--log-format", "json"]
     fleet_nodes = ["--node-count", str(nodes), "--node-name-prefix", NODE_PREFIX, "--fleet-root", fleet]
     gates = ["--feature-gates", gates_flag(env.feature_gates, env.rejected_feature_gates)]
@@ -101,7 +103,8 @@ def service_commands(
                              "--http-port", "0"]),
         ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
         ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
-                                  "--http-port", str(allocator_port), *gates]),
+                                  "--http-port", str(allocator_port), "--ui-jaeger-url", env.jaeger_query_url,
+                                  *gates]),
     ]]
 
 
@@ -124,7 +127,8 @@ async def services_step(env: Environment, args: argparse.Namespace) -> AsyncIter
     nodes, gpus = int(args.nodes), int(getattr(args, "gpus", 8))
     port = free_port()
     args.allocator_url = f"http://127.0.0.1:{port}"
-    commands = service_commands(env, nodes, gpus, port)
+    args.fleet_root = fleet_root(env.state_dir)  # the nodes' directories (health.json of the driver...)
+    commands = service_commands(env, nodes, gpus, port, args.fleet_root)
     secure = env.secure_nats
     procs = [await env.run_service(argv, name=name, env=secure.service_env(env_prefix(name), name)
                                    if secure is not None and name in USERS else None)
@@ -148,6 +152,7 @@ async def services_step(env: Environment, args: argparse.Namespace) -> AsyncIter
             await asyncio.sleep(1)
         _print(f"  {nodes} nodes x {gpus} GPUs ready in {time.monotonic() - t0:.1f}s "
                f"(allocator explain at {args.allocator_url})")
+        _print(f"  web view (devices, claims, timelines): {args.allocator_url}/ui")
     finally:
         await kube.close()
     yield None  # the environment stops its services on shutdown
@@ -294,6 +299,7 @@ async def summary(env: Environment, kube: KubeClient, allocator_url: str) -> str
                 jaeger_link(env.jaeger_query_url, trace_id_of(traced)), ""]
     out += [f"== draflow explain {DEMO_NAMESPACE}/{UNFIT_CLAIM}",
             await cli_explain.run(kube, allocator_url, DEMO_NAMESPACE, UNFIT_CLAIM), "",
+            "== web view: nodes x devices, live (open in a browser)", f"{allocator_url}/ui", "",
             "== try: source " + str(env.env_file) + " && draflow status | events --last 20 | explain | trace"]
     return "\n".join(out)
 

@@ -1,5 +1,6 @@
-"""Entry point ``structured-allocator``: the service context (tracing, KubeClient, /metrics + /explain,
-leader election; :mod:`draflow_runtime.servicecontext`), then one scheduler per leadership term.
+"""Entry point ``structured-allocator``: the service context (tracing, KubeClient, /metrics + /explain +
+the /ui web view, leader election; :mod:`draflow_runtime.servicecontext`), then one scheduler per
+leadership term.
 
 Only the leader runs informers, decisions and writes, and only the leader is connected to NATS for the
 ``draflow.allocator.allocate`` responder and the pool nudges (a bus per leadership term, so a standby
@@ -17,15 +18,17 @@ from .poolstatus_controller import pool_status_answers
 from .responder import AllocateResponder
 from .scheduler import COMPONENT, Scheduler
 from .settings import Settings
+from .ui import WebView
 
 
 async def lead(svc: ServiceContext, settings: Settings, explanations: ExplanationStore,
-               current: list[Scheduler]) -> None:
+               current: list[Scheduler], web: WebView) -> None:
     """One leadership term: NATS, informers, the loop. Returns only by cancellation or error."""
     async with svc.open_bus() as bus:
         scheduler = Scheduler(settings, svc.kube, bus=bus if bus.enabled else None,
                               explanations=explanations)
         current.append(scheduler)
+        web.attach(scheduler.state, bus if bus.enabled else None)
         try:
             if bus.enabled:
                 await bus.serve(settings.allocate_subject, AllocateResponder(scheduler).handle,
@@ -36,6 +39,7 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
                                            enabled=settings.gates["DRAResourcePoolStatus"]):
                 await scheduler.run()
         finally:
+            web.detach()
             current.remove(scheduler)
 
 
@@ -43,10 +47,11 @@ async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     async with ServiceContext(COMPONENT, settings) as svc:
         explanations = ExplanationStore(settings.explanations_kept)
+        web = WebView(explanations, jaeger_url=settings.ui_jaeger_url)
         current: list[Scheduler] = []
         await svc.serve_http(ready=lambda: svc.standby or (bool(current) and current[-1].synced),
-                             routes=explanations.routes())
-        await svc.lead(lambda: lead(svc, settings, explanations, current))
+                             routes=[*explanations.routes(), *web.routes()])
+        await svc.lead(lambda: lead(svc, settings, explanations, current, web))
 
 
 def main() -> None:

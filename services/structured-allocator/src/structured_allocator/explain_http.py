@@ -128,6 +128,13 @@ class ExplanationStore:
     def __len__(self) -> int:
         return len(self._by_claim)
 
+    def latest(self) -> list[dict[str, Any]]:
+        """``claim``, ``pod``, ``time`` and ``message`` of every explanation kept, newest first."""
+        return [
+            {"claim": key, "pod": ex["pod"], "time": ex["time"], "message": ex["message"]}
+            for key, ex in reversed(self._by_claim.items())
+        ]
+
     # -- HTTP ----------------------------------------------------------------------------------------
 
     def routes(self) -> list[tuple[str, str, Any]]:
@@ -141,11 +148,7 @@ class ExplanationStore:
             server.add_route(method, path, handler)
 
     async def handle_list(self, request: web.Request) -> web.Response:
-        items = [
-            {"claim": key, "pod": ex["pod"], "time": ex["time"], "message": ex["message"]}
-            for key, ex in reversed(self._by_claim.items())
-        ]
-        return web.json_response({"items": items})
+        return web.json_response({"items": self.latest()})
 
     async def handle_one(self, request: web.Request) -> web.Response:
         key = f"{request.match_info['namespace']}/{request.match_info['claim']}"

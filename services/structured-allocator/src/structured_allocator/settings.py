@@ -90,6 +90,11 @@ class Settings(ServiceSettings):
     explanations_kept: int = Field(
         2048, ge=1, description="Explanations of unallocatable claims kept for GET /explain."
     )
+    ui_jaeger_url: str = Field(
+        "",
+        description="Base URL of the Jaeger UI the web view (GET /ui) links each claim's trace to "
+        "(<url>/trace/<traceID>); empty: the trace ID is shown without a link.",
+    )
 
     feature_gates: str = Field(
         "",
