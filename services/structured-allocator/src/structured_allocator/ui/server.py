@@ -2,8 +2,9 @@
 delegated auth as ``/explain``; RBAC: ``nonResourceURLs`` ``/ui``, ``/ui/*``).
 
 * ``GET /ui``: the page (:mod:`.page`, server-side HTML with a few lines of vanilla JavaScript);
-* ``GET /ui/state.json``: :func:`.view.grid` of the current leadership term's caches, built at most
-  once per ``interval`` seconds whatever the number of viewers, so watching never slows decisions;
+* ``GET /ui/state.json``: :func:`.view.grid` of the current leadership term's caches, rebuilt only
+  after a change, at most once per ``interval`` seconds and at most ``duty`` of the time whatever the
+  number of viewers, in a worker thread (:class:`WebView`), so watching does not hold up decisions;
   the page polls it;
 * ``GET /ui/device?driver=&pool=&device=``: :func:`.view.device_detail` plus each claim's timeline
   read back from JetStream (:func:`draflow_runtime.lifecycle.claim_timeline`, the last
@@ -17,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,9 +32,10 @@ from draflow_runtime.log import get_logger
 from ..explain_http import ExplanationStore
 from ..state import ClusterState
 from . import page
+from .prepared import SliceCache
 from .view import Claims, Limits, device_detail, grid
 
-__all__ = ["TIMELINE_EVENTS", "TIMELINE_TIMEOUT", "WebView"]
+__all__ = ["TIMELINE_EVENTS", "TIMELINE_TIMEOUT", "Snapshot", "WebView", "build_document"]
 
 log = get_logger(__name__)
 
@@ -60,25 +64,72 @@ def event_view(event: ClaimEvent) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """References to what the caches hold at one moment, taken on the event loop (cheap list copies;
+    informers replace cached objects, never change them, so a build may read them from a thread)."""
+
+    slices: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    in_flight: list[tuple[str, Mapping[str, Any]]]
+    nodes: list[dict[str, Any]]
+    rules: list[dict[str, Any]]
+    explained: list[tuple[dict[str, Any], Mapping[str, Any] | None]]  # (explanation, its claim now)
+
+
+def build_document(snap: Snapshot, limits: Limits, cache: SliceCache) -> bytes:
+    """The page's JSON document from a snapshot (pure; runs in a worker thread)."""
+    claims = Claims.build(snap.claims, snap.in_flight)
+    held = {key for holders in claims.by_device.values() for key in holders}
+    pending = [item for item, claim in snap.explained  # still there, not allocated, not being written
+               if claim is not None and not (claim.get("status") or {}).get("allocation")
+               and item["claim"] not in held]
+    doc = grid(snap.slices, claims, snap.nodes, snap.rules, pending, limits, cache)
+    return json.dumps({"leader": True, "synced": True, "generated": _now(), **doc},
+                      separators=(",", ":")).encode()
+
+
 class WebView:
-    """Routes of the web view over the caches of the current leadership term (:meth:`attach`)."""
+    """Routes of the web view over the caches of the current leadership term (:meth:`attach`).
+
+    ``state.json`` is rebuilt only when an informer the view reads has changed (or the document is
+    ``max_age`` seconds old: explanations and in-flight allocations have no events), at most once per
+    ``interval``, and never more often than ``duty`` of the time (a build of ``t`` seconds waits
+    ``t / duty`` before the next). The build runs in a worker thread on a snapshot, so the event loop
+    (the decisions) gets the GIL back every few milliseconds instead of waiting for a whole build.
+    """
 
     def __init__(self, explanations: ExplanationStore, *, jaeger_url: str = "", interval: float = 1.0,
-                 limits: Limits = Limits()) -> None:
+                 max_age: float = 5.0, duty: float = 0.1, limits: Limits = Limits()) -> None:
         self.explanations = explanations
         self.jaeger_url = jaeger_url
         self.interval = interval
+        self.max_age = max_age
+        self.duty = duty
         self.limits = limits
+        self.builds = 0
         self._state: ClusterState | None = None
         self._bus: EventBus | None = None
-        self._cached: tuple[float, bytes] | None = None
+        self._cache = SliceCache()
+        self._lock = asyncio.Lock()
+        self._dirty = True
+        self._built_at = -1e9  # monotonic time of the last build
+        self._next_at = 0.0  # no build before this (interval, duty)
+        self._body: bytes | None = None
 
     def attach(self, state: ClusterState, bus: EventBus | None) -> None:
         """Show this term's caches (``bus``: where the timelines are read; None without NATS)."""
-        self._state, self._bus, self._cached = state, bus, None
+        self._state, self._bus, self._body, self._dirty = state, bus, None, True
+        self._cache = SliceCache()
+        for informer in [state.claims, state.slice_informer, state.nodes,
+                         *([state.rules] if state.rules is not None else [])]:
+            informer.add_handler(self._changed)
 
     def detach(self) -> None:
-        self._state, self._bus, self._cached = None, None, None
+        self._state, self._bus, self._body, self._dirty = None, None, None, True
+
+    def _changed(self, event: str, old: Any, new: Any) -> None:
+        self._dirty = True
 
     def routes(self) -> list[tuple[str, str, Any]]:
         return [("GET", "/ui", self.handle_page), ("GET", "/ui/state.json", self.handle_state),
@@ -93,37 +144,33 @@ class WebView:
     def _rules(self, state: ClusterState) -> list[dict[str, Any]]:
         return state.rules.list() if state.rules is not None else []
 
-    def _pending(self, state: ClusterState, claims: Claims) -> list[dict[str, Any]]:
-        """The explanations of claims that still exist and are not allocated (nor being written)."""
-        held = {key for holders in claims.by_device.values() for key in holders}
-        out = []
-        for item in self.explanations.latest():
-            claim = state.claims.get(item["claim"])
-            if claim is None or (claim.get("status") or {}).get("allocation") or item["claim"] in held:
-                continue
-            out.append(item)
-        return out
+    def snapshot(self, state: ClusterState) -> Snapshot:
+        return Snapshot(
+            slices=state.slice_informer.list(), claims=state.claims.list(),
+            in_flight=[(a.claim_key, a.allocation) for a in state.assume.in_flight()],
+            nodes=state.nodes.list(), rules=self._rules(state),
+            explained=[(item, state.claims.get(item["claim"])) for item in self.explanations.latest()],
+        )
 
-    def state_document(self) -> dict[str, Any]:
-        """The page's document now (uncached)."""
+    async def state_body(self) -> bytes:
+        """The page's JSON document, rebuilt as the class docstring says."""
         state = self._state
         if state is None or not state.synced:
-            return {"leader": state is not None, "synced": False, "generated": _now(), "nodes": [],
-                    "nodesTotal": 0, "counts": {}, "pending": [], "pendingTotal": 0}
-        claims = self._claims(state)
-        doc = grid(state.slice_informer.list(), claims, state.nodes.list(), self._rules(state),
-                   self._pending(state, claims), self.limits)
-        return {"leader": True, "synced": True, "generated": _now(), **doc}
-
-    def state_bytes(self) -> bytes:
-        """:meth:`state_document` as JSON, rebuilt at most once per ``interval``."""
-        now = time.monotonic()
-        if self._cached is None or now - self._cached[0] >= self.interval:
-            t0 = time.perf_counter()
-            body = json.dumps(self.state_document(), separators=(",", ":")).encode()
-            self._cached = (now, body)
-            log.debug("web view built", seconds=round(time.perf_counter() - t0, 4), bytes=len(body))
-        return self._cached[1]
+            return json.dumps({"leader": state is not None, "synced": False, "generated": _now(),
+                               "nodes": [], "nodesTotal": 0, "counts": {}, "pending": [],
+                               "pendingTotal": 0}).encode()
+        async with self._lock:
+            now = time.monotonic()
+            stale = self._dirty or now - self._built_at >= self.max_age
+            if self._body is None or (stale and now >= self._next_at):
+                self._dirty = False
+                t0 = time.perf_counter()
+                body = await asyncio.to_thread(build_document, self.snapshot(state), self.limits, self._cache)
+                took = time.perf_counter() - t0
+                self._body, self._built_at, self.builds = body, now, self.builds + 1
+                self._next_at = now + max(self.interval, took / self.duty)
+                log.debug("web view built", seconds=round(took, 4), bytes=len(body))
+            return self._body
 
     async def timeline(self, claim_key: str, uid: str) -> dict[str, Any]:
         """``{"events": [...]}`` of the claim from JetStream, or ``{"error": ...}``."""
@@ -144,7 +191,7 @@ class WebView:
         return web.Response(text=page.HTML, content_type="text/html", headers={"Cache-Control": "no-store"})
 
     async def handle_state(self, request: web.Request) -> web.Response:
-        return web.Response(body=self.state_bytes(), content_type="application/json",
+        return web.Response(body=await self.state_body(), content_type="application/json",
                             headers={"Cache-Control": "no-store"})
 
     async def handle_device(self, request: web.Request) -> web.Response:

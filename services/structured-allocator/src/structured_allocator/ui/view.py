@@ -21,19 +21,19 @@ devices; the HTTP side builds it at most once per interval, whatever the number 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from draflow_runtime.devicetaints import is_unhealthy, rule_selects
+from draflow_runtime.devicetaints import rule_selects
 from draflow_runtime.dra import allocation_node, allocation_results
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
+
+from .prepared import SHARED_ROW, PreparedSlice, SliceCache, counter_sets, row_of, taint_state
 
 __all__ = ["STATES", "Claims", "Limits", "device_detail", "grid", "trace_id_of"]
 
 STATES = ("free", "allocated", "partition", "tainted", "unhealthy")
-SHARED_ROW = "*"
 DeviceKey = tuple[str, str, str]  # driver, pool, device
 
 
@@ -102,39 +102,33 @@ def current_slices(slices: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any
     return sorted(current, key=lambda s: str((s.get("metadata") or {}).get("name", "")))
 
 
-def _row_of(spec: Mapping[str, Any], device: Mapping[str, Any]) -> str:
-    return str(device.get("nodeName") or spec.get("nodeName") or SHARED_ROW)
+def _rule_taints(driver: str, pool: str, name: str,
+                 rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [(r.get("spec") or {}).get("taint") or {} for r in rules if rule_selects(r, driver, pool, name)]
 
 
-def _taints(driver: str, pool: str, device: Mapping[str, Any],
-            rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    own = list(device.get("taints") or ())
-    name = device.get("name", "")
-    return own + [(r.get("spec") or {}).get("taint") or {}
-                  for r in rules if rule_selects(r, driver, pool, name)]
+def _pool_rules(driver: str, pool: str, rules: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The rules that may select a device of the pool (a rule without a selector selects nothing)."""
+    out = []
+    for r in rules:
+        selector = (r.get("spec") or {}).get("deviceSelector")
+        if selector is not None and selector.get("driver") in (None, driver) and \
+                selector.get("pool") in (None, pool):
+            out.append(r)
+    return out
 
 
-def _counter_sets(device: Mapping[str, Any]) -> set[str]:
-    return {c.get("counterSet", "") for c in device.get("consumesCounters") or ()}
-
-
-def _state(driver: str, taints: Sequence[Mapping[str, Any]], held: bool, partition: bool) -> str:
-    if any(is_unhealthy(driver, t) for t in taints):
+def _state(own: str, rule_taints: Sequence[Mapping[str, Any]], driver: str, held: bool,
+           partition: bool) -> str:
+    """``own``: the :func:`.prepared.taint_state` of the device's own taints."""
+    ruled = taint_state(driver, rule_taints) if rule_taints else ""
+    if "unhealthy" in (own, ruled):
         return "unhealthy"
-    if taints:
+    if own or ruled:
         return "tainted"
     if held:
         return "allocated"
     return "partition" if partition else "free"
-
-
-def _natural(name: str) -> tuple[Any, ...]:
-    """``gpu-2`` before ``gpu-10``; ``gpu-1`` before ``gpu-1-part-0`` before ``gpu-2``."""
-    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
-
-
-def _cell_order(cell: Mapping[str, Any]) -> tuple[Any, ...]:
-    return cell["driver"], cell["pool"], _natural(cell["device"])
 
 
 def _node_rows(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -148,52 +142,57 @@ def _node_rows(nodes: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     return rows
 
 
+def _current(slices: Iterable[Mapping[str, Any]], cache: SliceCache) -> list[PreparedSlice]:
+    prepared = [cache.get(s) for s in slices]
+    newest: dict[tuple[str, str], int] = {}
+    for p in prepared:
+        newest[(p.driver, p.pool)] = max(newest.get((p.driver, p.pool), p.generation), p.generation)
+    cache.retain({p.name for p in prepared})
+    return sorted((p for p in prepared if p.generation >= newest[(p.driver, p.pool)]), key=lambda p: p.name)
+
+
 def grid(slices: Iterable[Mapping[str, Any]], claims: Claims, nodes: Iterable[Mapping[str, Any]],
          rules: Sequence[Mapping[str, Any]], pending: Sequence[Mapping[str, Any]],
-         limits: Limits = Limits()) -> dict[str, Any]:
+         limits: Limits = Limits(), cache: SliceCache | None = None) -> dict[str, Any]:
     """The page's document (see the module docstring); ``pending``: the allocator's explanations
-    (``claim``, ``pod``, ``time``, ``message``), newest first."""
+    (``claim``, ``pod``, ``time``, ``message``), newest first. ``cache``: keep one across builds so that
+    each slice version is prepared once (:mod:`.prepared`)."""
+    current = _current(slices, cache if cache is not None else SliceCache())
+    by_device = claims.by_device
+    busy: dict[tuple[str, str], set[str]] = {}  # per pool: the counter sets an allocated device draws on
     rows = _node_rows(nodes)
-    current = current_slices(slices)
-    # per pool: the counter sets an allocated device draws on
-    busy: dict[tuple[str, str], set[str]] = {}
-    for s in current:
-        spec = s.get("spec") or {}
-        driver, pool, _ = _pool_of(spec)
-        for d in spec.get("devices") or ():
-            if (driver, pool, d.get("name", "")) in claims.by_device:
-                busy.setdefault((driver, pool), set()).update(_counter_sets(d))
-    for s in current:
-        spec = s.get("spec") or {}
-        for d in spec.get("devices") or ():
-            row = _row_of(spec, d)
-            if row not in rows:
-                rows[row] = {"name": row, "ready": row == SHARED_ROW, "unschedulable": False}
+    for p in current:
+        for d in p.devices:
+            if (p.driver, p.pool, d.name) in by_device:
+                busy.setdefault((p.driver, p.pool), set()).update(d.counter_sets)
+            if d.row not in rows:
+                rows[d.row] = {"name": d.row, "ready": d.row == SHARED_ROW, "unschedulable": False}
     names = sorted(rows, key=lambda n: (n == SHARED_ROW, n))
     shown = set(names[: limits.max_nodes])
-    cells: dict[str, list[dict[str, Any]]] = {n: [] for n in shown}
+    cells: dict[str, list[tuple[tuple[Any, ...], dict[str, Any]]]] = {n: [] for n in shown}
     devices_total: dict[str, int] = dict.fromkeys(shown, 0)
     counts = dict.fromkeys(STATES, 0)
-    for s in current:
-        spec = s.get("spec") or {}
-        driver, pool, _ = _pool_of(spec)
-        for d in spec.get("devices") or ():
-            row = _row_of(spec, d)
-            name = d.get("name", "")
-            holders = claims.by_device.get((driver, pool, name), [])
-            partition = not holders and bool(_counter_sets(d) & busy.get((driver, pool), set()))
-            state = _state(driver, _taints(driver, pool, d, rules), bool(holders), partition)
+    for p in current:
+        pool_busy = busy.get((p.driver, p.pool), set())
+        pool_rules = _pool_rules(p.driver, p.pool, rules) if rules else []
+        for d in p.devices:
+            holders = by_device.get((p.driver, p.pool, d.name))
+            extra = _rule_taints(p.driver, p.pool, d.name, pool_rules) if pool_rules else []
+            state = _state(d.own, extra, p.driver, bool(holders),
+                           not holders and not pool_busy.isdisjoint(d.counter_sets))
             counts[state] += 1
-            if row not in shown:
+            if d.row not in shown:
                 continue
-            devices_total[row] += 1
-            cell: dict[str, Any] = {"driver": driver, "pool": pool, "device": name, "state": state,
-                                    "group": min(_counter_sets(d), default="")}
+            devices_total[d.row] += 1
+            cell: dict[str, Any] = {"driver": p.driver, "pool": p.pool, "device": d.name, "state": state,
+                                    "group": d.group}
             if holders:
                 cell["claims"] = holders
-            cells[row].append(cell)
-    out_rows = [{**rows[n], "devices": sorted(cells[n], key=_cell_order)[: limits.max_devices],
-                 "devicesTotal": devices_total[n]} for n in names[: limits.max_nodes]]
+            cells[d.row].append(((p.driver, p.pool, d.order), cell))
+    out_rows = []
+    for n in names[: limits.max_nodes]:
+        ordered = [c for _, c in sorted(cells[n], key=lambda kc: kc[0])[: limits.max_devices]]
+        out_rows.append({**rows[n], "devices": ordered, "devicesTotal": devices_total[n]})
     return {
         "nodes": out_rows,
         "nodesTotal": len(names),
@@ -240,13 +239,14 @@ def device_detail(key: DeviceKey, slices: Iterable[Mapping[str, Any]], claims: C
             if d.get("name") == name:
                 found = (spec, d)
             if (driver, pool, d.get("name", "")) in claims.by_device:
-                busy |= _counter_sets(d)
+                busy |= counter_sets(d)
     if found is None:
         return None
     spec, device = found
     holders = claims.by_device.get(key, [])
-    taints = _taints(driver, pool, device, rules)
-    partition = not holders and bool(_counter_sets(device) & busy)
+    own = list(device.get("taints") or ())
+    extra = _rule_taints(driver, pool, name, rules)
+    partition = not holders and bool(counter_sets(device) & busy)
     views = []
     for claim_key in holders:
         claim = claim_objects.get(claim_key)
@@ -255,12 +255,12 @@ def device_detail(key: DeviceKey, slices: Iterable[Mapping[str, Any]], claims: C
         else:
             views.append(_claim_view(claim, claim_key, claim_key in claims.writing, jaeger_url))
     return {
-        "driver": driver, "pool": pool, "device": name, "node": _row_of(spec, device),
-        "state": _state(driver, taints, bool(holders), partition),
-        "taints": [{k: t.get(k) for k in ("key", "value", "effect") if t.get(k)} for t in taints],
+        "driver": driver, "pool": pool, "device": name, "node": row_of(spec, device),
+        "state": _state(taint_state(driver, own), extra, driver, bool(holders), partition),
+        "taints": [{k: t.get(k) for k in ("key", "value", "effect") if t.get(k)} for t in own + extra],
         "attributes": {k: next(iter(v.values()), "") if isinstance(v, Mapping) else v
                        for k, v in (device.get("attributes") or {}).items()},
         "capacity": {k: (v or {}).get("value", "") for k, v in (device.get("capacity") or {}).items()},
-        "counterSets": sorted(_counter_sets(device)),
+        "counterSets": sorted(counter_sets(device)),
         "claims": views,
     }
