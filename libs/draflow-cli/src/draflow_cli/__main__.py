@@ -8,6 +8,7 @@
     draflow explain pod/POD | --pod POD    the same for each claim of a pod
     draflow events [--claim [NS/]CLAIM]    a claim's lifecycle timeline, or the latest events
     draflow trace [NAMESPACE/]CLAIM        the claim's span tree from Jaeger, with the Jaeger link
+    draflow ui [--port P] [--open]         the allocator's web view on a loopback port, with your token
 
 kubectl's flags, before or after the subcommand: --kubeconfig (env KUBECONFIG), --context,
 -n/--namespace (names without a namespace; default: the context's namespace, else default),
@@ -16,8 +17,9 @@ kubectl's flags, before or after the subcommand: --kubeconfig (env KUBECONFIG), 
 Others: --nats-url NATS_URL, --jaeger-url JAEGER_URL, --allocator-url DRAFLOW_ALLOCATOR_URL (default:
 the allocator pod through the API server's proxy), status --pool-status-wait DRAFLOW_POOL_STATUS_WAIT.
 ``source <state>/env.sh`` of ``make up`` sets the environment.
---token DRAFLOW_TOKEN: ``explain`` sends a bearer token to the allocator (its /explain needs one unless it
-listens on loopback only), else the kubeconfig's token; the user needs ClusterRole draflow-debug-reader.
+--token DRAFLOW_TOKEN: ``explain`` and ``ui`` send a bearer token to the allocator (its /explain and /ui
+need one unless it listens on loopback only), else the kubeconfig's; the user needs ClusterRole
+draflow-debug-reader.
 NATS credentials and TLS: --nats-creds NATS_CREDS, --nats-user NATS_USER, --nats-password NATS_PASSWORD,
 --nats-ca NATS_CA, --nats-cert NATS_CERT, --nats-key NATS_KEY.
 """
@@ -33,7 +35,7 @@ from collections.abc import Awaitable, Callable
 from draflow_runtime.busauth import NatsSecurity
 from draflow_runtime.kube import KubeClient
 
-from . import describe, events, explain, status, trace
+from . import describe, events, explain, status, trace, ui
 from .kubeopts import common_flags, finish, namespace_of
 
 
@@ -81,6 +83,10 @@ def parser(prog: str = "draflow") -> argparse.ArgumentParser:
     tr = sub.add_parser("trace", parents=[common], help="the claim's span tree from Jaeger")
     tr.add_argument("claim", type=_ref, metavar="[NAMESPACE/]CLAIM")
     tr.add_argument("--wait", type=float, default=0.0, help="seconds to wait for spans to reach Jaeger")
+    wv = sub.add_parser("ui", parents=[common], help="the allocator's web view (/ui) on a loopback port, "
+                        "forwarded with your token")
+    wv.add_argument("--port", type=int, default=0, help="local port (default: a free one)")
+    wv.add_argument("--open", action="store_true", help="open it in the default browser")
     return p
 
 
@@ -102,6 +108,11 @@ def explain_target(args: argparse.Namespace) -> tuple[str, str, str]:
     return "claim", namespace or namespace_of(args), name
 
 
+async def _forever(served: Awaitable[None]) -> str:
+    await served
+    return ""
+
+
 async def _with_kube(args: argparse.Namespace, fn: Callable[[KubeClient], Awaitable[str]]) -> str:
     kube = await KubeClient.from_kubeconfig(args.kubeconfig, context=args.context)
     try:
@@ -119,6 +130,10 @@ async def run(args: argparse.Namespace) -> str:
         kind, namespace, name = explain_target(args)
         return await _with_kube(args, lambda k: explain.run_target(
             k, args.allocator_url, kind, namespace, name, output=args.output, token=args.token))
+    if args.command == "ui":
+        await _with_kube(args, lambda k: _forever(ui.run(k, args.allocator_url, args.token, port=args.port,
+                                                         open_browser=args.open)))
+        return ""
     if args.command == "trace":
         namespace = args.claim[0] or namespace_of(args)
         return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, namespace, args.claim[1],

@@ -53,8 +53,8 @@ def common_flags() -> argparse.ArgumentParser:
     p.add_argument("--jaeger-url", help="Jaeger query URL (env JAEGER_URL; default http://127.0.0.1:16686)")
     p.add_argument("--allocator-url", help="structured-allocator HTTP server (env DRAFLOW_ALLOCATOR_URL; "
                    "default: its pod through the API server's proxy)")
-    p.add_argument("--token", help="bearer token for the allocator's /explain (env DRAFLOW_TOKEN; default: "
-                   "the kubeconfig's token, if it has one)")
+    p.add_argument("--token", help="bearer token for the allocator's /explain and /ui (env DRAFLOW_TOKEN; "
+                   "default: the kubeconfig's token, if it has one)")
     p.add_argument("--nats-creds", help="NATS credentials file (env NATS_CREDS)")
     p.add_argument("--nats-user", help="NATS user (env NATS_USER)")
     p.add_argument("--nats-password", help="NATS password (env NATS_PASSWORD; better there than on the "
