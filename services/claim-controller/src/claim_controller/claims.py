@@ -109,7 +109,7 @@ async def _remove_reservations(ctx: Context, claim: Obj, plan: ClaimPlan) -> Obj
     }
     updated = await _patch_status(ctx, claim, patch, "strategic", "unreserve")
     metrics.RESERVATIONS_REMOVED.inc(len(plan.drop))
-    log.info("reservations removed", pods=[r.get("name") for r in plan.drop], remaining=plan.remaining)
+    log.debug("reservations removed", pods=[r.get("name") for r in plan.drop], remaining=plan.remaining)
     return updated
 
 
@@ -120,7 +120,7 @@ async def _empty_and_deallocate(ctx: Context, claim: Obj, plan: ClaimPlan) -> Ob
         metrics.RESERVATIONS_REMOVED.inc(len(plan.drop))
     if plan.deallocate:
         metrics.CLAIMS_DEALLOCATED.inc()
-        log.info("claim deallocated", pods=[r.get("name") for r in plan.drop])
+        log.debug("claim deallocated", pods=[r.get("name") for r in plan.drop])
         await ctx.events.deallocated(claim)
     return updated
 
@@ -130,7 +130,7 @@ async def _release_finalizer(ctx: Context, claim: Obj) -> Obj:
                            release_finalizer(ctx.kube, claim, field_manager=ctx.settings.field_manager))
     if updated is None:
         return claim
-    log.info("delete-protection finalizer removed")
+    log.debug("delete-protection finalizer removed")
     return updated
 
 
@@ -145,7 +145,7 @@ async def _delete(ctx: Context, claim: Obj) -> None:
         metrics.ERRORS.labels(operation="delete").inc()
         raise
     metrics.CLAIMS_DELETED.inc()
-    log.info("generated claim deleted, its pod is done")
+    log.debug("generated claim deleted, its pod is done")
 
 
 async def _patch_status(ctx: Context, claim: Obj, patch: Obj, patch_type: str, operation: str) -> Obj:

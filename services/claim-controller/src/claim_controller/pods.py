@@ -189,7 +189,7 @@ async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
         span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
         ctx.mutations.mutated(claim)
         metrics.CLAIMS_CREATED.inc()
-        log.info("claim created", claim=f"{namespace}/{claim['metadata']['name']}", pod_claim=pc.name)
+        log.debug("claim created", claim=f"{namespace}/{claim['metadata']['name']}", pod_claim=pc.name)
         await ctx.events.created(claim, f"{namespace}/{pod['metadata']['name']}",
                                  (pod.get("spec") or {}).get("nodeName"))
     if ctx.hooks.after_claim_create is not None:
