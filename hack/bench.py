@@ -75,6 +75,13 @@ BENCHES = (
         ("--pods", "300"),
     ),
     Bench(
+        "claims-replicas",
+        "Claim churn with two claim-controller replicas sharing the work (claim-controller --shards)",
+        "services/claim-controller/bench/churn.py",
+        ("--pods", "1000", "--batch", "200", "--allocate", "--replicas", "2"),
+        ("--pods", "200", "--batch", "100", "--allocate", "--replicas", "2"),
+    ),
+    Bench(
         "prepare",
         "NodePrepareResources over the unix socket (kubelet-dra-shim + reference-driver)",
         "services/kubelet-dra-shim/bench/prepare.py",
