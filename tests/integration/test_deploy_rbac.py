@@ -70,6 +70,8 @@ GRANTS: dict[str, list[Grant]] = {
         *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
           for r in ("resourceslices", "devicetaintrules")],
         ("patch", "resource.k8s.io", "devicetaintrules/status", "cluster"),
+        *[(v, "scheduling.k8s.io", "podgroups", "cluster") for v in ("get", "list", "watch")],
+        ("patch", "scheduling.k8s.io", "podgroups/status", "cluster"),
         ("get", "", "nodes", "cluster"),
         ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
@@ -92,6 +94,7 @@ GRANTS: dict[str, list[Grant]] = {
         *[(v, "resource.k8s.io", "resourcepoolstatusrequests", "cluster")
           for v in ("get", "list", "watch", "delete")],
         ("update", "resource.k8s.io", "resourcepoolstatusrequests/status", "cluster"),
+        *[(v, "scheduling.k8s.io", "podgroups", "cluster") for v in ("get", "list", "watch")],
         *[(v, "", "nodes", "cluster") for v in ("get", "list", "watch")],
         ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
         ("create", "coordination.k8s.io", "leases", "lease:"),
@@ -128,6 +131,7 @@ DENIED: dict[str, list[Grant]] = {
         ("update", "coordination.k8s.io", "leases", "lease:claim-controller"),
         ("update", "resource.k8s.io", "resourceclaims", "cluster"),  # only patched; status is PUT
         ("create", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),  # users ask, it answers
+        ("patch", "scheduling.k8s.io", "podgroups/status", "cluster"),  # kube-scheduler has it, not we
         ("update", "resource.k8s.io", "resourcepoolstatusrequests", "cluster"),
         ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),  # events.k8s.io only
     ],
@@ -172,6 +176,7 @@ VERBS = {"get", "list", "watch", "create", "update", "patch", "delete", "deletec
 API_GROUPS = {
     "pods": "", "nodes": "", "events": "events.k8s.io", "leases": "coordination.k8s.io",
     "tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io",
+    "podgroups": "scheduling.k8s.io",
     **{r: "resource.k8s.io" for r in ("resourceclaims", "resourceclaimtemplates", "resourceslices",
                                        "deviceclasses", "devicetaintrules", "resourcepoolstatusrequests")},
 }

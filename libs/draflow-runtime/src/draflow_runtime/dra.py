@@ -41,6 +41,7 @@ __all__ = [
     "pod_claims",
     "pod_consumer_ref",
     "pod_is_finished",
+    "resolve_claim_entries",
 ]
 
 Obj = Mapping[str, Any]
@@ -92,10 +93,21 @@ def _status(obj: Obj) -> Mapping[str, Any]:
 def pod_claims(pod: Obj, *, extended: bool = False) -> list[PodClaim]:
     """Every entry of ``pod.spec.resourceClaims`` in order, resolved (see :class:`PodClaim`); with
     ``extended`` also the extended-resource claim, last, when the pod has one."""
-    recorded = {s["name"]: s.get("resourceClaimName") for s in _status(pod).get("resourceClaimStatuses") or ()
+    out = resolve_claim_entries(pod)
+    if extended:
+        ext = extended_claim_name(pod)
+        if ext:
+            out.append(PodClaim("", ext, None, generated=True))
+    return out
+
+
+def resolve_claim_entries(obj: Obj) -> list[PodClaim]:
+    """``spec.resourceClaims`` of a pod or a PodGroup (the same shape) resolved against its
+    ``status.resourceClaimStatuses`` (upstream ``Name`` / ``NameFromPodGroup``)."""
+    recorded = {s["name"]: s.get("resourceClaimName") for s in _status(obj).get("resourceClaimStatuses") or ()
                 if s.get("name")}
     out: list[PodClaim] = []
-    for entry in (pod.get("spec") or {}).get("resourceClaims") or ():
+    for entry in (obj.get("spec") or {}).get("resourceClaims") or ():
         name = entry.get("name") or ""
         if entry.get("resourceClaimName"):
             out.append(PodClaim(name, entry["resourceClaimName"], None, generated=False))
@@ -107,10 +119,6 @@ def pod_claims(pod: Obj, *, extended: bool = False) -> list[PodClaim]:
                 out.append(PodClaim(name, recorded.get(name), template, generated=True))
         else:
             out.append(PodClaim(name, None, None, generated=False))
-    if extended:
-        ext = extended_claim_name(pod)
-        if ext:
-            out.append(PodClaim("", ext, None, generated=True))
     return out
 
 

@@ -1,11 +1,12 @@
-"""The DRA feature gates of Kubernetes v1.37, as ``--feature-gates`` of kube-scheduler and kubelet take them.
+"""The DRA feature gates of Kubernetes v1.37 (and GenericWorkload, which DRAWorkloadResourceClaims needs), as
+``--feature-gates`` of kube-scheduler, kube-controller-manager and kubelet take them.
 
 ``parse("DRADerivedAttributes=true,DRAListTypeAttributes=false")`` → every DRA gate's value: the given
 ones, the others at :data:`DRAFLOW_DEFAULTS` — upstream's v1.37 defaults, with the alpha gates that
 draflow's test environment (and ``make up``) turns on in its kube-apiserver also on, so that a service
 follows the API server it is tested against. As upstream, an unknown gate or a locked GA gate set to
 false, or an enabled gate whose dependency is disabled, is an error. Used by the structured-allocator
-(kube-scheduler's gates) and kubelet-dra-shim (the kubelet's).
+(kube-scheduler's gates), claim-controller (kube-controller-manager's) and kubelet-dra-shim (the kubelet's).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ GATES: Mapping[str, bool] = {
     "DRAResourcePoolStatus": False,  # alpha
     "DRASchedulerFilterTimeout": True,  # beta
     "DRAWorkloadResourceClaims": False,  # beta, off
+    # Not a DRA gate, but DRAWorkloadResourceClaims depends on it: PodGroups and spec.schedulingGroup.
+    "GenericWorkload": False,  # beta, off
 }
 LOCKED = frozenset(
     {"DRAAdminAccess", "DRAExtendedResource", "DRAPrioritizedList", "DRAResourceClaimDeviceStatus"}
@@ -51,13 +54,14 @@ DEPENDENCIES: Mapping[str, tuple[str, ...]] = {
     "DRAFractionalCapacityRange": ("DRAConsumableCapacity",),
     "DRAPartitionableDevicesType": ("DRAPartitionableDevices", "DRAResourcePoolStatus"),
     "DRAResourceClaimGranularStatusAuthorization": ("DRAResourceClaimDeviceStatus",),
+    "DRAWorkloadResourceClaims": ("GenericWorkload",),
 }
 
 # Off upstream, on in draflow's test environment and `make up` (draflow_testenv.featuregates.WANTED_GATES);
 # a unit test keeps the two lists in step.
 DRAFLOW_ON = ("DRAListTypeAttributes", "DRADeviceCompatibilityGroups", "DRADerivedAttributes",
               "DRAResourcePoolStatus", "DRAPartitionableDevicesType", "DRAOptionalNodeOperations",
-              "DRANodeAllocatableResources")
+              "DRANodeAllocatableResources", "DRAWorkloadResourceClaims", "GenericWorkload")
 DRAFLOW_DEFAULTS: Mapping[str, bool] = {**GATES, **dict.fromkeys(DRAFLOW_ON, True)}
 
 

@@ -61,3 +61,6 @@ DEVICE_TAINT_RULES = Resource("resource.k8s.io", "v1", "devicetaintrules", "Devi
 RESOURCE_POOL_STATUS_REQUESTS = Resource(
     "resource.k8s.io", "v1alpha3", "resourcepoolstatusrequests", "ResourcePoolStatusRequest", False
 )
+# scheduling.k8s.io/v1beta1 (GenericWorkload, beta and off by default in 1.37: the API server needs the gate
+# and --runtime-config=scheduling.k8s.io/v1beta1=true). Claims shared by PodGroups: DRAWorkloadResourceClaims.
+POD_GROUPS = Resource("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", True)

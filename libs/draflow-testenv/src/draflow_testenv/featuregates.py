@@ -35,16 +35,15 @@ WANTED_GATES = (
     "DRAPartitionableDevicesType",
     "DRAOptionalNodeOperations",
     "DRANodeAllocatableResources",
+    "DRAWorkloadResourceClaims",
+    # Not a DRA gate: PodGroups (scheduling.k8s.io/v1beta1, servers.RUNTIME_CONFIG) and a pod's
+    # spec.schedulingGroup; DRAWorkloadResourceClaims depends on it (kube_features.go).
+    "GenericWorkload",
 )
 
 # DRA gates the pinned kube-apiserver accepts that draflow does not switch on yet, with the reason
 # (issue 13). A DRA gate the binary lists that is in neither tuple fails test_featuregates.
-NOT_WANTED_GATES: dict[str, str] = {
-    "DRAWorkloadResourceClaims": "node side only: kubelet-dra-shim prepares a claim owned by and reserved "
-    "for the pod's PodGroup (as kubelet v1.37.1); claim-controller does not generate PodGroup claims nor "
-    "record them in pod/PodGroup status, the allocator does not reserve claims for a PodGroup, and the "
-    "test environment would also need GenericWorkload and scheduling.k8s.io/v1beta1 (runtime-config)",
-}
+NOT_WANTED_GATES: dict[str, str] = {}
 
 _HELP_GATE = re.compile(r"\b(DRA[A-Za-z0-9]+)=true\|false\b")
 

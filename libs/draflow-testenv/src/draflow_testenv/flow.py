@@ -101,7 +101,7 @@ def service_commands(
         ("kubelet-dra-shim", [_bin("kubelet-dra-shim"), *common, *fleet_nodes, "--http-port", "0", *gates]),
         ("slice-publisher", [_bin("slice-publisher"), *common, "--fleet-root", fleet, "--wipe-foreign-slices",
                              "--http-port", "0"]),
-        ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0"]),
+        ("claim-controller", [_bin("claim-controller"), *common, "--http-port", "0", *gates]),
         ("structured-allocator", [_bin("structured-allocator"), *common, "--http-host", "127.0.0.1",
                                   "--http-port", str(allocator_port), "--ui-jaeger-url", env.jaeger_query_url,
                                   *gates]),

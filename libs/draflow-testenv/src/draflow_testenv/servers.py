@@ -13,8 +13,10 @@ SERVICE_ACCOUNT_ISSUER = "https://kubernetes.default.svc.cluster.local"
 # Added to kube-apiserver's default set (which already has NamespaceLifecycle, ServiceAccount, ...).
 ADMISSION_PLUGINS = ("NodeRestriction", "ValidatingAdmissionPolicy")
 DISABLED_ADMISSION_PLUGINS = ("TaintNodesByCondition",)
+# scheduling.k8s.io/v1beta1: Workloads and PodGroups (GenericWorkload, DRAWorkloadResourceClaims; beta
+# APIs are off by default).
 RUNTIME_CONFIG = ("resource.k8s.io/v1beta1=true", "resource.k8s.io/v1beta2=true",
-                  "resource.k8s.io/v1alpha3=true")
+                  "resource.k8s.io/v1alpha3=true", "scheduling.k8s.io/v1beta1=true")
 
 
 def free_port() -> int:

@@ -28,6 +28,7 @@ from draflow_runtime.dra import owning_pod
 from draflow_runtime.errors import ApiError, Conflict, NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
+from draflow_runtime.podgroups import is_pod_group_reference, owning_pod_group
 from draflow_runtime.reconcile import Done
 from draflow_runtime.tracing import context_from_annotations
 
@@ -69,19 +70,31 @@ async def sync_claim(ctx: Context, namespace: str, name: str) -> Done:
 async def _plan(ctx: Context, claim: Obj) -> ClaimPlan:
     namespace = claim["metadata"]["namespace"]
     pods: dict[str, PodState] = {}
+    # PodGroup entries (DRAWorkloadResourceClaims): checked like pods; with the gate off, kept.
+    groups: dict[str, PodState] | None = {} if ctx.settings.pod_groups else None
     for ref in (claim.get("status") or {}).get("reservedFor") or ():
+        name, uid = ref.get("name", ""), ref.get("uid", "")
         if is_pod_reference(ref):
-            pod_name = ref.get("name", "")
-            pods[pod_name] = await ctx.pod_state(namespace, pod_name, ref.get("uid", ""))
-    plan = plan_claim(claim, pods)
+            pods[name] = await ctx.pod_state(namespace, name, uid)
+        elif groups is not None and is_pod_group_reference(ref):
+            groups[name] = await ctx.pod_group_state(namespace, name, uid)
+    plan = plan_claim(claim, pods, groups=groups)
     owner = owning_pod(claim)
-    if owner is None or plan.remaining or (claim["metadata"].get("deletionTimestamp")):
+    group_owner = owning_pod_group(claim) if groups is not None else None
+    deleting = claim["metadata"].get("deletionTimestamp")
+    if (owner is None and group_owner is None) or plan.remaining or deleting:
         return plan
     # Only a generated claim with nothing left reserved needs its owner looked up.
-    state = pods.get(owner[0], UNKNOWN)
-    if state is UNKNOWN:
-        state = await ctx.pod_state(namespace, owner[0], owner[1])
-    return plan_claim(claim, pods, state)
+    if owner is not None:
+        state = pods.get(owner[0], UNKNOWN)
+        if state is UNKNOWN:
+            state = await ctx.pod_state(namespace, owner[0], owner[1])
+    else:
+        assert group_owner is not None and groups is not None
+        state = groups.get(group_owner[0], UNKNOWN)
+        if state is UNKNOWN:
+            state = await ctx.pod_group_state(namespace, group_owner[0], group_owner[1])
+    return plan_claim(claim, pods, state, groups=groups)
 
 
 async def _apply(ctx: Context, claim: Obj, plan: ClaimPlan) -> None:

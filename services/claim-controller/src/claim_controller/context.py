@@ -14,10 +14,11 @@ from typing import Any
 
 from opentelemetry import trace
 
+from draflow_runtime.dra import pod_group_name
 from draflow_runtime.errors import NotFound
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import Informer
-from draflow_runtime.kube import NODES, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.kube import NODES, POD_GROUPS, PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.mutationcache import MutationCache
 
 from .allocator import AllocatorClient
@@ -25,14 +26,18 @@ from .events_bus import ClaimEvents
 from .reservations import GONE, PodState
 from .settings import Settings
 
-__all__ = ["BY_CLAIM", "BY_OWNER_UID", "BY_TEMPLATE", "Context", "DeletedPods", "Hooks", "Tombstones"]
+__all__ = [
+    "BY_CLAIM", "BY_MEMBER", "BY_OWNER_UID", "BY_TEMPLATE", "Context", "DeletedPods", "Hooks", "Tombstones",
+]
 
 #: Pod index: ``<ns>/<claim>`` of every claim the pod uses (spec references and recorded names).
 BY_CLAIM = "byClaim"
 #: Pod index: ``<ns>/<template>`` of every template the pod's claims come from.
 BY_TEMPLATE = "byTemplate"
-#: Claim index: UID of the pod that controls the claim.
+#: Claim index: UID of the pod or PodGroup that controls the claim.
 BY_OWNER_UID = "byOwnerUID"
+#: Pod index: ``<ns>/<podgroup>`` of the PodGroup the pod belongs to (DRAWorkloadResourceClaims).
+BY_MEMBER = "byPodGroup"
 
 Obj = dict[str, Any]
 
@@ -46,7 +51,7 @@ class Hooks:
 
 
 class DeletedPods:
-    """LRU of the UIDs of pods the informer saw deleted (upstream keeps 500)."""
+    """LRU of the UIDs of pods (and PodGroups) the informer saw deleted (upstream keeps 500)."""
 
     def __init__(self, size: int) -> None:
         self._size = size
@@ -102,6 +107,30 @@ class Context:
     tombstones: Tombstones = field(default_factory=Tombstones)
     hooks: Hooks = field(default_factory=Hooks)
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer("claim_controller"))
+    pod_groups: Informer | None = None  # DRAWorkloadResourceClaims on: PodGroups of the watched namespaces
+
+    def pod_group(self, namespace: str, name: str) -> Obj | None:
+        """The cached PodGroup (None: unknown, or PodGroups are not watched)."""
+        if self.pod_groups is None:
+            return None
+        return self.pod_groups.get(f"{namespace}/{name}")
+
+    def pod_group_of(self, pod: Obj) -> Obj | None:
+        """The cached PodGroup ``pod`` belongs to (None: none, unknown, or the gate is off)."""
+        group = pod_group_name(pod)
+        return self.pod_group(pod["metadata"].get("namespace", ""), group) if group else None
+
+    async def pod_group_state(self, namespace: str, name: str, uid: str) -> PodState:
+        """What is known of PodGroup ``name`` that had ``uid``: cache, then deleted UIDs, then a live GET."""
+        if uid and uid in self.deleted_pods:
+            return GONE
+        cached = self.pod_group(namespace, name)
+        if cached is not None:
+            return cached
+        try:
+            return await self.kube.get(POD_GROUPS, name, namespace)
+        except NotFound:
+            return GONE
 
     def claim(self, namespace: str, name: str) -> Obj | None:
         """The claim from the informer, or the newer copy this process wrote."""

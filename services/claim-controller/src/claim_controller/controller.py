@@ -8,8 +8,13 @@ deleted claims (for the ``deleted`` NATS event). What enqueues what:
 pod event          the pod (if it has ``spec.resourceClaims``); when it is deleted or done, also every
                    claim it uses or owns (their reservations may have to go)
 claim event        the claim; every pod that references it by name (index ``byClaim``); its owner pod
-template event     every pod with a claim from that template (index ``byTemplate``)
+template event     every pod with a claim from that template (index ``byTemplate``); every PodGroup too
+podgroup event     the PodGroup (``podgroup:<ns>/<name>``, if it lists claims) and its member pods (index
+                   ``byPodGroup``); when it is deleted, the claims it names or owns (their reservations go)
 =================  ==================================================================================
+
+PodGroups (``scheduling.k8s.io/v1beta1``) are watched only with DRAWorkloadResourceClaims
+(``--feature-gates``); their claims: :mod:`~claim_controller.podgroups`.
 
 With ``--device-taint-eviction`` (default on) a :class:`~claim_controller.eviction.TaintEviction` shares
 the pod and claim informers and runs its own queue (NoExecute device taints, DeviceTaintRule status).
@@ -19,8 +24,9 @@ With ``--shards N`` (N > 1) this replica reconciles only the keys of the shards 
 meanwhile is dropped, :meth:`Controller.shard_acquired` queues everything of a shard just won and
 :meth:`Controller.shard_lost` cancels and waits for the shard's reconciles before its Lease goes.
 
-``reconcile(key)`` dispatches to :func:`~claim_controller.pods.sync_pod` or
-:func:`~claim_controller.claims.sync_claim`, which read the caches and decide from the current state.
+``reconcile(key)`` dispatches to :func:`~claim_controller.pods.sync_pod`,
+:func:`~claim_controller.podgroups.sync_pod_group` or :func:`~claim_controller.claims.sync_claim`, which
+read the caches and decide from the current state.
 A :class:`~draflow_runtime.reconcile.TerminalError` becomes a Warning Event on the object it names.
 """
 
@@ -38,23 +44,25 @@ from draflow_runtime.bus import EventBus
 from draflow_runtime.dra import extended_claim_name, owning_pod
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
-from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
+from draflow_runtime.podgroups import owning_pod_group
 from draflow_runtime.reconcile import Done, RequeueAfter, Runner, TerminalError
 from draflow_runtime.workqueue import WorkQueue
 
 from .allocator import AllocatorClient
 from .claims import sync_claim
-from .context import BY_CLAIM, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
+from .context import BY_CLAIM, BY_MEMBER, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
 from .eviction import BY_POOL, TaintEviction, allocated_pools
 from .ownership import (
     claim_uses,
-    owner_pod_uid,
+    owner_uid,
     pod_is_done,
     referenced_template_names,
 )
+from .podgroups import group_claim_keys, group_template_keys, member_key, sync_pod_group
 from .pods import sync_pod
 from .settings import Settings
 from .sharding import EVICTION_SHARD, InFlight, claim_shard_key, pod_shard_key, shard_of
@@ -66,6 +74,7 @@ log = get_logger(__name__)
 COMPONENT = "claim-controller"
 POD_PREFIX = "pod:"
 CLAIM_PREFIX = "claim:"
+POD_GROUP_PREFIX = "podgroup:"
 
 Obj = dict[str, Any]
 
@@ -99,9 +108,13 @@ class Controller:
         self.settings = settings
         self.kube = kube
         self.pods = Informer(kube, PODS, namespace, name="pods",
-                             indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index})
+                             indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index,
+                                       BY_MEMBER: member_key})
         self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="resourceclaims",
-                               indexers={BY_OWNER_UID: owner_pod_uid, BY_POOL: allocated_pools})
+                               indexers={BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools})
+        self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups",
+                                   indexers={BY_CLAIM: group_claim_keys, BY_TEMPLATE: group_template_keys}) \
+            if settings.pod_groups else None
         self.templates = Informer(kube, RESOURCE_CLAIM_TEMPLATES, namespace, name="resourceclaimtemplates")
         self.queue = queue if queue is not None else WorkQueue(name=COMPONENT)
         self.recorder = EventRecorder(kube, COMPONENT)
@@ -114,16 +127,19 @@ class Controller:
             recorder=self.recorder,
             events=ClaimEvents(bus),
             allocator=AllocatorClient(requester, settings.allocator_subject, settings.allocator_timeout),
-            mutations=MutationCache(settings.mutation_cache_ttl, index=owner_pod_uid),
+            mutations=MutationCache(settings.mutation_cache_ttl, index=owner_uid),
             deleted_pods=DeletedPods(settings.deleted_pods_cache_size),
             hooks=hooks or Hooks(),
             tracer=trace.get_tracer("claim_controller", tracer_provider=tracer_provider),
+            pod_groups=self.pod_groups,
         )
         self.runner = Runner(COMPONENT, self.queue, self.reconcile, workers=settings.workers,
                              timeout=settings.reconcile_timeout, on_terminal=self._on_terminal)
         self.pods.add_handler(self._on_pod)
         self.claims.add_handler(self._on_claim)
         self.templates.add_handler(self._on_template)
+        if self.pod_groups is not None:
+            self.pod_groups.add_handler(self._on_pod_group)
         self.eviction = TaintEviction(settings, kube, self.pods, self.claims, self.recorder) \
             if settings.device_taint_eviction else None
         self._synced = asyncio.Event()
@@ -147,8 +163,8 @@ class Controller:
         Cancelling stops the workers (an in-flight reconcile is cancelled: every write is idempotent and
         the next leader starts over from the caches) and the informers.
         """
-        informers = (self.templates, self.claims, self.pods,
-                     *(self.eviction.informers if self.eviction is not None else ()))
+        informers = (self.templates, *((self.pod_groups,) if self.pod_groups is not None else ()),
+                     self.claims, self.pods, *(self.eviction.informers if self.eviction is not None else ()))
         try:
             for informer in informers:
                 await informer.start()
@@ -191,6 +207,8 @@ class Controller:
             return await sync_pod(self.ctx, namespace, name)
         if kind + ":" == CLAIM_PREFIX:
             return await sync_claim(self.ctx, namespace, name)
+        if kind + ":" == POD_GROUP_PREFIX:
+            return await sync_pod_group(self.ctx, namespace, name)
         log.error("unknown key dropped", key=key)
         return Done()
 
@@ -199,7 +217,12 @@ class Controller:
         if obj is None:
             _, _, rest = key.partition(":")
             namespace, _, name = rest.partition("/")
-            obj = self.pods.get(rest) if key.startswith(POD_PREFIX) else self.ctx.claim(namespace, name)
+            if key.startswith(POD_PREFIX):
+                obj = self.pods.get(rest)
+            elif key.startswith(POD_GROUP_PREFIX):
+                obj = self.ctx.pod_group(namespace, name)
+            else:
+                obj = self.ctx.claim(namespace, name)
         if obj is not None:
             reason = getattr(err, "reason", "ReconcileFailed")
             await self.recorder.event(obj, "Warning", reason, err.message, action="Reconciling")
@@ -232,6 +255,10 @@ class Controller:
             owner_key = claim_shard_key(meta.get("namespace", ""), meta["name"], claim)
             if shard_of(owner_key, self.shards) == shard:
                 self.queue.add(CLAIM_PREFIX + key_of(claim))
+                queued += 1
+        for group in self.pod_groups.list() if self.pod_groups is not None else ():
+            if shard_of(key_of(group), self.shards) == shard:
+                self.queue.add(POD_GROUP_PREFIX + key_of(group))
                 queued += 1
         if shard == EVICTION_SHARD and self.eviction is not None and self._eviction_task is None:
             self.eviction.resync()
@@ -288,10 +315,42 @@ class Controller:
         owner = owning_pod(claim)
         if owner is not None:
             self._add(f"{POD_PREFIX}{claim['metadata'].get('namespace', '')}/{owner[0]}")
+        if self.pod_groups is not None:
+            for group in self.pod_groups.by_index(BY_CLAIM, key):
+                self._on_pod_group("update", None, group)
+            group_owner = owning_pod_group(claim)
+            if group_owner is not None:
+                namespace = claim["metadata"].get("namespace", "")
+                self._add(f"{POD_GROUP_PREFIX}{namespace}/{group_owner[0]}")
+                for pod in self.ctx.pods_indexed(BY_MEMBER, f"{namespace}/{group_owner[0]}"):
+                    self._add(POD_PREFIX + key_of(pod))
 
     def _on_template(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         if event == "delete" or new is None:
             return
         for pod in self.ctx.pods_indexed(BY_TEMPLATE, key_of(new)):
+            self._add(POD_PREFIX + key_of(pod))
+        if self.pod_groups is not None:
+            for group in self.pod_groups.by_index(BY_TEMPLATE, key_of(new)):
+                self._add(POD_GROUP_PREFIX + key_of(group))
+
+    def _on_pod_group(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
+        """Upstream ``enqueuePodGroup``: the group (its claims to make), its member pods (a status update
+        names the group's claims for them); deleted: its claims (their reservations for it go)."""
+        group = new if new is not None else old
+        if group is None:
+            return
+        key = key_of(group)
+        if event == "delete":
+            self.ctx.deleted_pods.add(group["metadata"].get("uid", ""))
+            namespace = group["metadata"].get("namespace", "")
+            for claim_key in group_claim_keys(group):
+                self._add(CLAIM_PREFIX + claim_key)
+            for claim in self.ctx.claims_owned_by(group["metadata"].get("uid", "")):
+                self._add(f"{CLAIM_PREFIX}{namespace}/{claim['metadata']['name']}")
+            return
+        if (group.get("spec") or {}).get("resourceClaims"):
+            self._add(POD_GROUP_PREFIX + key)
+        for pod in self.ctx.pods_indexed(BY_MEMBER, key):
             self._add(POD_PREFIX + key_of(pod))
 

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from draflow_runtime.dra import claim_names, is_controlled_by, owning_pod, pod_claims, pod_is_finished
+from draflow_runtime.podgroups import owning_pod_group
 
 from .naming import POD_CLAIM_NAME_ANNOTATION
 
@@ -20,6 +21,7 @@ __all__ = [
     "claim_uses",
     "is_generated_for",
     "owner_pod_uid",
+    "owner_uid",
     "pod_is_done",
     "referenced_template_names",
 ]
@@ -35,6 +37,12 @@ def referenced_template_names(pod: Obj) -> list[str]:
 def owner_pod_uid(claim: Obj) -> list[str]:
     """Index function: ``[uid]`` of the controlling pod, ``[]`` when the claim has none."""
     owner = owning_pod(claim)
+    return [owner[1]] if owner and owner[1] else []
+
+
+def owner_uid(claim: Obj) -> list[str]:
+    """Index function: ``[uid]`` of the controlling pod or PodGroup, ``[]`` when the claim has neither."""
+    owner = owning_pod(claim) or owning_pod_group(claim)
     return [owner[1]] if owner and owner[1] else []
 
 

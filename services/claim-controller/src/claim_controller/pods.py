@@ -9,7 +9,10 @@ them now, so running it twice, or after a crash at any point, converges to the s
 - ``status.resourceClaimStatuses`` is written by server-side apply (own field manager, force) with every
   generated claim known, so a repeated apply changes nothing;
 - a pod bound to a node without the allocator's help gets its claims allocated through the allocator
-  (NATS request/reply) and reserved with a patch that merges into ``reservedFor`` by UID.
+  (NATS request/reply) and reserved with a patch that merges into ``reservedFor`` by UID;
+- with DRAWorkloadResourceClaims, a template claim of a PodGroup member that the group lists with the same
+  name and template is the group's (:mod:`.podgroups` makes it): its name is recorded in the pod status
+  once the group's claim exists (nothing is generated for the pod), and it is reserved for the PodGroup.
 """
 
 from __future__ import annotations
@@ -23,13 +26,15 @@ from draflow_runtime.dra import (
     RESERVED_FOR_MAX,
     PodClaim,
     is_controlled_by,
-    is_reserved_for,
+    is_for_pod_or_group,
+    is_reserved_for_pod_or_group,
     pod_claims,
-    pod_consumer_ref,
+    pod_group_name,
 )
 from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
+from draflow_runtime.podgroups import bind_to, is_pod_group_reference
 from draflow_runtime.reconcile import Done, RequeueAfter, TerminalError
 from draflow_runtime.tracing import inject_into_annotations
 
@@ -39,6 +44,7 @@ from .context import Context
 from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
 from .nodeselector import node_selector_admits, selector_needs_labels
 from .ownership import is_generated_for, pod_is_done
+from .podgroups import group_claim
 
 __all__ = ["PodClaimError", "sync_pod"]
 
@@ -65,6 +71,8 @@ async def sync_pod(ctx: Context, namespace: str, name: str) -> Done | RequeueAft
     if (pod.get("metadata") or {}).get("deletionTimestamp") or pod_is_done(pod):
         return Done()  # never create claims for a pod that will not run
     with bind(pod=f"{namespace}/{name}"):
+        if ctx.pod_groups is not None and pod_group_name(pod) and ctx.pod_group_of(pod) is None:
+            return Done()  # upstream: no PodGroup, nothing to do yet; its arrival enqueues the pod
         names = await _ensure_claims(ctx, pod)
         if names:
             try:
@@ -83,8 +91,14 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
     """Make sure every template claim of ``pod`` exists; return ``{podClaim: claimName}`` of all of them
     (existing and new). Direct references to missing claims become Events."""
     names: dict[str, str] = {}
+    pod_group = ctx.pod_group_of(pod)
     for pc in pod_claims(pod):
         if not pc.needed:
+            continue
+        if pc.generated and pod_group is not None and is_pod_group_reference(bind_to(pod, pod_group, pc)):
+            shared = await group_claim(ctx, pod_group, pc)  # the PodGroup's reconcile makes it
+            if shared is not None:
+                names[pc.name] = shared["metadata"]["name"]
             continue
         if not pc.generated:
             if pc.claim_name and ctx.claim(_ns(pod), pc.claim_name) is None:
@@ -232,6 +246,8 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
     node = pod["spec"]["nodeName"]
     namespace = _ns(pod)
     unallocated: list[str] = []
+    groups = ctx.pod_groups is not None
+    pod_group = ctx.pod_group_of(pod)
     for pc in pod_claims(pod):
         if not pc.needed:
             continue
@@ -240,21 +256,22 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
         claim = ctx.claim(namespace, pc.claim_name)
         if claim is None:
             return Done()  # the claim's arrival enqueues the pod again
-        if pc.generated and not is_controlled_by(claim, pod):
+        if pc.generated and not is_for_pod_or_group(claim, pod, groups):
             raise PodClaimError(f"ResourceClaim {pc.claim_name} was not created for this pod", pod=pod,
                                 reason="ResourceClaimNotUsable", claim=pc.claim_name or "")
         status = claim.get("status") or {}
         if status.get("allocation") is None:
             unallocated.append(pc.claim_name)
-        elif not is_reserved_for(claim, pod):
-            await _reserve(ctx, pod, claim, node)
+        elif not is_reserved_for_pod_or_group(claim, pod, groups):
+            await _reserve(ctx, pod, claim, node, bind_to(pod, pod_group, pc))
     if unallocated:
         return await _request_allocation(ctx, pod, unallocated)
     return Done()
 
 
-async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
-    """Add ``pod`` to the claim's ``reservedFor`` if the allocation admits ``node``.
+async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str, consumer: dict[str, str]) -> None:
+    """Add ``consumer`` (the pod, or its PodGroup: upstream ``BindTo``) to the claim's ``reservedFor`` if
+    the allocation admits ``node``.
 
     A strategic-merge patch keyed by UID adds the entry without rewriting the list (concurrent
     additions survive); ``metadata.uid`` in the patch guards against a replaced claim.
@@ -273,7 +290,7 @@ async def _reserve(ctx: Context, pod: Obj, claim: Obj, node: str) -> None:
     if len(claim["status"].get("reservedFor") or ()) >= RESERVED_FOR_MAX:
         raise PodClaimError(f"ResourceClaim {cmeta['name']} is reserved for {RESERVED_FOR_MAX} consumers "
                             "already", pod=pod, reason="ResourceClaimNotUsable", claim=cmeta["name"])
-    patch = {"metadata": {"uid": cmeta["uid"]}, "status": {"reservedFor": [pod_consumer_ref(pod)]}}
+    patch = {"metadata": {"uid": cmeta["uid"]}, "status": {"reservedFor": [consumer]}}
     try:
         updated = await ctx.kube.patch(RESOURCE_CLAIMS, cmeta["name"], patch, cmeta["namespace"],
                                        patch_type="strategic", subresource="status",

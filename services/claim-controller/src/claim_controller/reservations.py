@@ -5,13 +5,16 @@ cache, then a live GET for a pod the cache does not know — and hands the resul
 :func:`plan_claim`, which decides without I/O:
 
 - a pod reservation is **dropped** when the pod is gone, replaced (same name, other UID) or done
-  (``Succeeded``/``Failed``, or deleted before it was bound); anything else is kept, and so is every
-  reference to a kind other than core ``pods`` (we cannot tell whether it is still in use);
+  (``Succeeded``/``Failed``, or deleted before it was bound); with DRAWorkloadResourceClaims a PodGroup
+  reservation is dropped when the PodGroup is gone or replaced (a PodGroup is never "done": its pods may
+  still come); anything else is kept, and so is every reference to another kind (we cannot tell whether
+  it is still in use);
 - the claim is **deallocated** (allocation and device status cleared) when this drop empties
   ``reservedFor``, or when it is being deleted with nothing reserved. A claim that was never reserved is
   *not* deallocated: an allocator may write ``allocation`` before ``reservedFor``;
 - the delete-protection finalizer is **released** in the same two situations;
-- a generated claim with nothing reserved is **deleted** when its owning pod is gone, replaced or done.
+- a generated claim with nothing reserved is **deleted** when its owning pod is gone, replaced or done,
+  or its owning PodGroup gone or replaced.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER, owning_pod
+from draflow_runtime.podgroups import is_pod_group_reference, owning_pod_group
 
 from .ownership import pod_is_done
 
@@ -72,8 +76,16 @@ def is_pod_reference(ref: Obj) -> bool:
     return not ref.get("apiGroup") and ref.get("resource") == "pods"
 
 
-def reservation_verdict(ref: Obj, pod: PodState) -> Verdict:
-    """The fate of ``ref`` given what is known of the pod it names (see module docstring)."""
+def reservation_verdict(ref: Obj, pod: PodState, *, pod_groups: bool = False) -> Verdict:
+    """The fate of ``ref`` given what is known of the pod (or, with ``pod_groups``, the PodGroup) it
+    names (see module docstring)."""
+    if pod_groups and is_pod_group_reference(ref):
+        if pod is GONE:
+            return Verdict.DELETED
+        if pod is UNKNOWN or not isinstance(pod, Mapping):
+            return Verdict.UNVERIFIED
+        uid = (pod.get("metadata") or {}).get("uid")
+        return Verdict.REPLACED if uid != ref.get("uid") else Verdict.KEEP
     if not is_pod_reference(ref):
         return Verdict.UNKNOWN_KIND
     if pod is GONE:
@@ -103,12 +115,14 @@ class ClaimPlan:
         return not (self.drop or self.deallocate or self.release_finalizer or self.delete)
 
 
-def plan_claim(claim: Obj, pods: Mapping[str, PodState], owner: PodState | None = None) -> ClaimPlan:
+def plan_claim(claim: Obj, pods: Mapping[str, PodState], owner: PodState | None = None, *,
+               groups: Mapping[str, PodState] | None = None) -> ClaimPlan:
     """Decide the clean-up of ``claim``.
 
     ``pods`` maps the name of every pod in ``reservedFor`` to what is known of it; a missing name counts
-    as UNKNOWN. ``owner`` is the state of the pod that controls a generated claim (None when the claim
-    is not generated). Idempotent: the plan for a cleaned-up claim is empty.
+    as UNKNOWN. ``groups``: the same for PodGroups (None: DRAWorkloadResourceClaims off, PodGroup entries
+    are kept as an unknown kind). ``owner`` is the state of the pod or PodGroup that controls a generated
+    claim (None when the claim is not generated). Idempotent: the plan for a cleaned-up claim is empty.
     """
     meta = claim.get("metadata") or {}
     status = claim.get("status") or {}
@@ -116,7 +130,10 @@ def plan_claim(claim: Obj, pods: Mapping[str, PodState], owner: PodState | None 
     verdicts: dict[str, Verdict] = {}
     drop: list[dict[str, Any]] = []
     for ref in reserved:
-        verdict = reservation_verdict(ref, pods.get(ref.get("name", ""), UNKNOWN))
+        if groups is not None and is_pod_group_reference(ref):
+            verdict = reservation_verdict(ref, groups.get(ref.get("name", ""), UNKNOWN), pod_groups=True)
+        else:
+            verdict = reservation_verdict(ref, pods.get(ref.get("name", ""), UNKNOWN))
         verdicts[ref.get("uid", "")] = verdict
         if verdict.drops:
             drop.append(dict(ref))
@@ -139,8 +156,15 @@ def plan_claim(claim: Obj, pods: Mapping[str, PodState], owner: PodState | None 
 
 
 def _owner_finished(claim: Obj, owner: PodState) -> bool:
-    """The owning pod of a generated claim will never use it: gone, replaced or done."""
+    """The owning pod of a generated claim will never use it: gone, replaced or done; or its owning
+    PodGroup is gone or replaced."""
     ref = owning_pod(claim)
+    group = owning_pod_group(claim) if ref is None else None
+    if group is not None and owner is not UNKNOWN:
+        if owner is GONE:
+            return True
+        assert isinstance(owner, Mapping)
+        return (owner.get("metadata") or {}).get("uid") != group[1]
     if ref is None or owner is UNKNOWN:
         return False
     if owner is GONE:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
+from draflow_runtime import featuregates
 from draflow_runtime.settings import ServiceSettings
 
 __all__ = ["Settings"]
@@ -62,3 +63,25 @@ class Settings(ServiceSettings):
     rule_status_period: float = Field(
         10.0, gt=0, description="Seconds between DeviceTaintRule status updates while pods are being evicted."
     )
+    feature_gates: str = Field(
+        "",
+        description="Feature gates as kube-controller-manager's --feature-gates (Name=true|false, comma-"
+        "separated; the DRA gates and GenericWorkload); unset gates keep draflow's defaults (those of its "
+        "test environment). DRAWorkloadResourceClaims: claims of PodGroups (scheduling.k8s.io/v1beta1).",
+    )
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        featuregates.parse(value)  # ValueError names the bad entry
+        return value
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """Every gate's value (:mod:`draflow_runtime.featuregates`)."""
+        return featuregates.parse(self.feature_gates)
+
+    @property
+    def pod_groups(self) -> bool:
+        """DRAWorkloadResourceClaims: generate, record, reserve and release the claims of PodGroups."""
+        return self.gates["DRAWorkloadResourceClaims"]

@@ -5,7 +5,8 @@ and every claim it owns land in one shard, that of ``<namespace>/<pod name>``, s
 creates a pod's claims also cleans them up, and "never two claims for one pod claim" rests on the same
 things as with one replica: one reconcile of the pod at a time, the mutation cache of the replica that
 wrote the claim, the owner-UID index. A claim without an owner pod (one a user made, referenced by name)
-is in the shard of ``<namespace>/<claim name>``. The device-taint eviction and DeviceTaintRule status are
+is in the shard of ``<namespace>/<claim name>``. A PodGroup and the claims it owns are in the shard of
+``<namespace>/<PodGroup name>``. The device-taint eviction and DeviceTaintRule status are
 one unit of work, done by the holder of shard 0.
 """
 
@@ -16,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from draflow_runtime.dra import owning_pod
+from draflow_runtime.podgroups import owning_pod_group
 from draflow_runtime.shards import shard_of
 
 __all__ = ["EVICTION_SHARD", "InFlight", "claim_shard_key", "pod_shard_key", "shard_of"]
@@ -32,8 +34,9 @@ def pod_shard_key(namespace: str, name: str) -> str:
 
 
 def claim_shard_key(namespace: str, name: str, claim: Obj | None) -> str:
-    """The owner pod's key for a generated (or extended resource) claim, else the claim's own key."""
-    owner = owning_pod(claim) if claim is not None else None
+    """The owner pod's key for a generated (or extended resource) claim, the owner PodGroup's for a
+    PodGroup's claim (its shard is that of ``podgroup:<namespace>/<name>``), else the claim's own key."""
+    owner = (owning_pod(claim) or owning_pod_group(claim)) if claim is not None else None
     return pod_shard_key(namespace, owner[0] if owner is not None else name)
 
 

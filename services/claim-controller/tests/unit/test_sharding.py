@@ -24,6 +24,13 @@ def test_a_claim_without_an_owner_pod_is_in_its_own_shard() -> None:
     assert claim_shard_key("ns", "gone", None) == "ns/gone"  # neither in the cache nor a tombstone
 
 
+def test_a_podgroups_claim_is_in_the_shard_of_its_podgroup() -> None:
+    owned = {"metadata": {"name": "workers-gpu-x7k2p", "namespace": "ns", "ownerReferences": [
+        {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "workers", "uid": "g-1",
+         "controller": True}]}}
+    assert claim_shard_key("ns", "workers-gpu-x7k2p", owned) == "ns/workers"  # key podgroup:ns/workers
+
+
 async def test_cancelling_a_shard_ends_its_reconciles_and_leaves_the_others_alone() -> None:
     in_flight = InFlight()
     started = {0: asyncio.Event(), 1: asyncio.Event()}

@@ -11,6 +11,10 @@ The pipeline for one pod (upstream: PreBind + Bind), run off the decision loop::
     (the scheduler waits for binding conditions here, holding no write slot: binding_wait.py)
     bind                               POST pods/<name>/binding (uid precondition)
 
+The ``reservedFor`` entry is the pod, or (DRAWorkloadResourceClaims) the pod's PodGroup for a claim the
+group lists (``ClaimPlan.consumer``, upstream ``BindTo``); undoing a placement never removes a PodGroup's
+entry (upstream Unreserve: other members may use the claim), so such a claim stays allocated for the group.
+
 Every step is **idempotent**: a retry after an ambiguous failure (timeout, crash) finds its own earlier
 write and goes on (the same devices already allocated, the pod already reserved or bound to the same
 node). A claim allocated meanwhile by someone else with different devices fails the pipeline
@@ -81,6 +85,14 @@ class ClaimPlan:
     reserve: bool  # the pod must be added to reservedFor
     context: Context | None = None  # trace context of the claim's span
     written_version: str = ""  # the claim's resourceVersion after this plan's write
+    consumer: dict[str, str] | None = None  # reservedFor entry: the pod's PodGroup; None: the pod itself
+
+    def consumer_ref(self, pod: Mapping[str, Any]) -> dict[str, str]:
+        """The ``reservedFor`` entry this plan writes (upstream ``BindTo``)."""
+        return self.consumer if self.consumer is not None else pod_consumer_ref(pod)
+
+    def consumer_uid(self, pod_uid: str) -> str:
+        return self.consumer["uid"] if self.consumer is not None else pod_uid
 
     @property
     def key(self) -> str:
@@ -158,8 +170,8 @@ class Binder:
         """Write every claim of ``plan`` (then the ``after_status_write`` hook). Raises
         :class:`WriteFailed`, ``ApiError`` or ``TransportError``; ``plan.done`` lists what was written
         (for :meth:`undo`)."""
-        pod_ref = pod_consumer_ref(plan.pod)
         for cp in plan.claims:
+            pod_ref = cp.consumer_ref(plan.pod)
             with self.tracer.start_as_current_span("write claim", context=cp.context) as span:
                 span.set_attribute("draflow.claim", cp.key)
                 span.set_attribute("draflow.pod", plan.key)
@@ -177,8 +189,8 @@ class Binder:
             await self.hooks.after_status_write(plan)
 
     async def _allocate(self, cp: ClaimPlan, pod_ref: dict[str, str]) -> Mapping[str, Any]:
-        """Finalizer, then allocation + reservedFor in one status compare-and-swap; returns the claim
-        as written. Idempotent."""
+        """Finalizer, then allocation + reservedFor (``pod_ref``: the pod, or its PodGroup) in one status
+        compare-and-swap; returns the claim as written. Idempotent."""
         claim: Mapping[str, Any] = cp.claim
         meta = claim["metadata"]
         async for attempt in conflict_attempts(_CAS_ATTEMPTS):
@@ -272,7 +284,8 @@ class Binder:
                     left = await self.deallocate(cp, pod_uid)
                     if left is not None:
                         known[cp.uid] = left
-                else:
+                elif cp.consumer is None:
+                    # A PodGroup's reservation stays (upstream Unreserve): other members may use the claim.
                     await self.unreserve(cp, pod_uid)
             except (ApiError, TransportError, WriteFailed) as err:
                 log.warning("undo failed", claim=cp.key, pod=plan.key, error=str(err))

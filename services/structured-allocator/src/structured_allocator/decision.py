@@ -3,7 +3,9 @@
 ``await Decider.decide(pod)`` reads the informer caches and the assume cache, does no I/O, and returns
 
 * :class:`Placement` — a node, and per claim the allocation to write (or only a reservation for a
-  claim that is already allocated, e.g. shared by several pods);
+  claim that is already allocated, e.g. shared by several pods); with DRAWorkloadResourceClaims a claim
+  the pod's PodGroup lists is reserved for the PodGroup (``PlannedClaim.consumer``), and one already
+  reserved for the group needs no write;
 * :class:`Waiting` — the pod has ``schedulingGates`` (the API server already shows
   ``SchedulingGated``), a claim does not exist yet, or its allocation for another pod is being written
   (the pod is retried when that changes; nothing is reported);
@@ -41,7 +43,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from draflow_runtime.dra import RESERVED_FOR_MAX, is_controlled_by, is_reserved_for, pod_claims
+from draflow_runtime.dra import (
+    RESERVED_FOR_MAX,
+    is_for_pod_or_group,
+    is_reserved_for_pod_or_group,
+    pod_claims,
+    pod_group_name,
+)
+from draflow_runtime.podgroups import bind_to
 
 from .bindingconds import binding_status, utcnow
 from .claimfacts import describe_error, min_devices
@@ -74,6 +83,7 @@ class PlannedClaim:
     claim: Mapping[str, Any]
     allocation: dict[str, Any] | None  # None: already allocated
     reserve: bool
+    consumer: dict[str, str] | None = None  # the reservedFor entry: the pod's PodGroup; None: the pod
 
 
 @dataclass
@@ -107,8 +117,10 @@ class Decider:
                  cel_cache: CelCache | None = None, *, binding_timeout: float = 600.0,
                  clock: Callable[[], datetime] = utcnow, search_steps: int = 0,
                  filter_timeout: float = 0.0, monotonic: Callable[[], float] = time.monotonic,
-                 features: Features | None = None, node_allocatable: bool = False) -> None:
+                 features: Features | None = None, node_allocatable: bool = False,
+                 pod_groups: bool = False) -> None:
         self.state = state
+        self.pod_groups = pod_groups  # DRAWorkloadResourceClaims: claims bound to the pod's PodGroup
         self.node_allocatable = node_allocatable  # DRANodeAllocatableResources (nodealloc_plan)
         self.features = features  # None: the core's defaults
         self.binding_timeout = binding_timeout
@@ -123,10 +135,18 @@ class Decider:
 
     # -- claims ----------------------------------------------------------------------------------------
 
-    def _resolve(self, pod: Mapping[str, Any]) -> list[Mapping[str, Any]] | Decision:
+    def _resolve(self, pod: Mapping[str, Any]
+                 ) -> tuple[list[Mapping[str, Any]], list[dict[str, str] | None]] | Decision:
+        """The pod's claims and, per claim, the ``reservedFor`` entry it binds to (None: the pod)."""
         meta = pod["metadata"]
         ns, pod_key = meta["namespace"], f"{meta['namespace']}/{meta['name']}"
         claims: list[Mapping[str, Any]] = []
+        consumers: list[dict[str, str] | None] = []
+        group = pod_group_name(pod) if self.pod_groups else ""
+        pod_group = self.state.pod_group(ns, group) if group else None
+        if group and pod_group is None:  # upstream: the PodGroup snapshot lookup fails, unschedulable
+            return Unschedulable(PodExplanation(pod_key, [],
+                                                waiting=f'PodGroup "{ns}/{group}" does not exist'))
         for pc in pod_claims(pod):
             if not pc.needed:
                 continue  # its status entry names no claim: none is needed (kube-scheduler skips it)
@@ -140,12 +160,16 @@ class Decider:
             problem = ""
             if cmeta.get("deletionTimestamp"):
                 problem = f'ResourceClaim "{ns}/{claim_name}" is being deleted'
-            elif pc.generated and not is_controlled_by(claim, pod):
+            elif pc.generated and not is_for_pod_or_group(claim, pod, self.pod_groups):
                 problem = f'ResourceClaim "{ns}/{claim_name}" was not created for this pod'
+                if group:
+                    problem += f' nor for its PodGroup "{group}"'
             if problem:
                 return Unschedulable(PodExplanation(pod_key, [], waiting=problem))
             claims.append(claim)
-        return claims
+            ref = bind_to(pod, pod_group, pc) if pod_group is not None else None
+            consumers.append(ref if ref is not None and ref.get("resource") == "podgroups" else None)
+        return claims, consumers
 
     # -- the decision ------------------------------------------------------------------------------------
 
@@ -171,13 +195,15 @@ class Decider:
                 "pod's extended resources is left from an earlier attempt; deleting it"),
                 stale_extended=extended.stale)
         resolved = self._resolve(pod)
-        if not isinstance(resolved, list):
+        if not isinstance(resolved, tuple):
             return resolved
+        resolved_claims, bound_to = resolved
+        consumer_of = {c["metadata"]["uid"]: ref for c, ref in zip(resolved_claims, bound_to, strict=True)}
         assume = self.state.assume
         allocated: list[PlannedClaim] = []
         to_allocate: list[Mapping[str, Any]] = []
         unavailable: list[tuple[Mapping[str, Any], str]] = []  # (claim, why): binding failed / timed out
-        for claim in resolved:
+        for claim in resolved_claims:
             uid = claim["metadata"]["uid"]
             allocation = assume.allocation(uid)
             if allocation is None:
@@ -188,7 +214,7 @@ class Decider:
             if pending is not None and not pending.written:
                 return Waiting(f'allocation of ResourceClaim "{ckey}" is being written', on_claim=ckey)
             reserved_for = (claim.get("status") or {}).get("reservedFor") or []
-            reserved = is_reserved_for(claim, pod)
+            reserved = is_reserved_for_pod_or_group(claim, pod, self.pod_groups)
             consumers, _ = assume.reservations(uid, reserved_for)  # including writes in flight
             if not reserved and consumers >= RESERVED_FOR_MAX:
                 return Unschedulable(PodExplanation(
@@ -197,7 +223,7 @@ class Decider:
             binding = binding_status(claim, now=self.clock(), timeout=self.binding_timeout)
             if binding.state.unavailable:
                 unavailable.append((claim, f'ResourceClaim "{ckey}" is not available: {binding.message}'))
-            allocated.append(PlannedClaim(claim, None, not reserved))
+            allocated.append(PlannedClaim(claim, None, not reserved, consumer_of.get(uid)))
         allocated_claims = [a.claim for a in allocated]
         if unavailable:
             return Unschedulable(
@@ -210,7 +236,7 @@ class Decider:
         na = None  # pods already bound (only_node) skip node fit, this part of it too
         if self.node_allocatable and not only_node:
             pairs = list(zip(allocated_claims, fixed, strict=True))
-            shared = shared_mapped_claim(pod, pairs, self.state.slices)
+            shared = shared_mapped_claim(pod, pairs, self.state.slices, self.pod_groups)
             if shared:
                 return Unschedulable(PodExplanation(pod_key, [], waiting=shared))
             na = NodeAllocatableCheck(pod, demand, self.state.usage, self.state.slices, pairs, to_allocate)
@@ -229,7 +255,7 @@ class Decider:
             if extended is not None else None
         if ext is not None:
             ext.allocation = best.allocations[-1]
-        new = [PlannedClaim(c, a, True)
+        new = [PlannedClaim(c, a, True, consumer_of.get(c["metadata"]["uid"]))
                for c, a in zip(to_allocate, best.allocations[:len(to_allocate)], strict=True)]
         return Placement(node_name, allocated + new, ext, best.node_allocatable)
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from draflow_runtime.dra import is_reserved_for, pod_claims
+from draflow_runtime.dra import is_reserved_for_pod_or_group, pod_claims
 from draflow_runtime.kube import PODS, KubeClient
 
 from .core import SliceIndex
@@ -43,13 +43,15 @@ def device_lookup(slices: SliceIndex) -> Any:
 
 
 def shared_mapped_claim(pod: Mapping[str, Any], claims: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
-                        slices: SliceIndex) -> str | None:
+                        slices: SliceIndex, pod_groups: bool = False) -> str | None:
     """Why an allocated claim (claim, allocation) cannot be used by ``pod``: a mapped device and reserved
-    for someone else; None when every claim may be."""
+    for someone else (another pod, or another PodGroup than the pod's with ``pod_groups``); None when
+    every claim may be."""
     device_of = device_lookup(slices)
     for claim, allocation in claims:
         reserved = (claim.get("status") or {}).get("reservedFor") or []
-        if reserved and not is_reserved_for(claim, pod) and mapped(allocation, device_of):
+        ours = is_reserved_for_pod_or_group(claim, pod, pod_groups)
+        if reserved and not ours and mapped(allocation, device_of):
             return (f'node allocatable resource claim "{claim["metadata"]["name"]}" has a mapped device '
                     "and cannot be shared across pods")
     return None

@@ -139,8 +139,8 @@ class AllocateRequests:
                 sched.explanations.record(decision.explanation)
                 self._answer(key, (False, decision.explanation.message()))
                 return Done()
-            claims = [ClaimPlan(p.claim, p.allocation, p.reserve) for p in decision.claims
-                      if p.allocation is not None or p.reserve]
+            claims = [ClaimPlan(p.claim, p.allocation, p.reserve, consumer=p.consumer)
+                      for p in decision.claims if p.allocation is not None or p.reserve]
             if not claims:
                 self._answer(key, (True, "claims already allocated and reserved"))
                 return Done()

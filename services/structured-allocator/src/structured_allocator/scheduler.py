@@ -94,12 +94,14 @@ class Scheduler:
         self.kube = kube
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(__name__)
         self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
-                                  taint_rules=settings.watch_device_taint_rules)
+                                  taint_rules=settings.watch_device_taint_rules,
+                                  pod_groups=settings.gates["DRAWorkloadResourceClaims"])
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
                                binding_timeout=settings.binding_timeout, search_steps=settings.search_steps,
                                filter_timeout=settings.effective_filter_timeout,
                                features=settings.allocator_features,
-                               node_allocatable=settings.gates[na.GATE])
+                               node_allocatable=settings.gates[na.GATE],
+                               pod_groups=settings.gates["DRAWorkloadResourceClaims"])
         # Held while a decision searches (one worker: pods and allocate requests take turns). Decisions
         # yield to the event loop between nodes; the assume cache must not change under a search.
         self.decision_lock = asyncio.Lock()
@@ -232,7 +234,8 @@ class Scheduler:
             span.set_attribute("draflow.node", decision.node)
             plan = PodPlan(pod, decision.node, [
                 ClaimPlan(p.claim, p.allocation, p.reserve,
-                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation))
+                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation),
+                          consumer=p.consumer)
                 for p in decision.claims
             ], extended=decision.extended, node_allocatable=decision.node_allocatable)
             self.start_pipeline(plan)
@@ -245,7 +248,7 @@ class Scheduler:
             if cp.allocation is not None:
                 self.state.assume.assume(cp.uid, cp.key, cp.allocation, plan.key)
             if cp.reserve:
-                self.state.assume.reserve(cp.uid, plan.uid)
+                self.state.assume.reserve(cp.uid, cp.consumer_uid(plan.uid))
         xw.assume_extended(self.state.assume, plan)
         if plan.bind:
             pod = plan.pod if not plan.node_allocatable else \
@@ -354,7 +357,7 @@ class Scheduler:
                 for cp in plan.claims:
                     if cp.allocation is not None:
                         give_up(self.state.assume, self.binder.kube, cp, known, self._spawn, self._wake)
-                    self.state.assume.unreserve(cp.uid, plan.uid)
+                    self.state.assume.unreserve(cp.uid, cp.consumer_uid(plan.uid))
                 self.state.usage.forget(plan.uid)
                 self.queue.add_after(key, delay)
             await self.reporter.recorder.event(dict(plan.pod), "Warning", "FailedBinding",
@@ -380,7 +383,7 @@ class Scheduler:
     async def _claim_written(self, plan: PodPlan, cp: ClaimPlan) -> None:
         self.state.assume.mark_written(cp.uid)
         if cp.reserve:
-            self.state.assume.reservation_written(cp.uid, plan.uid, cp.written_version)
+            self.state.assume.reservation_written(cp.uid, cp.consumer_uid(plan.uid), cp.written_version)
         self._wake(cp.key)
         if cp.allocation is not None:
             await self.reporter.allocated(cp.claim, cp.allocation, plan.pod, plan.node)

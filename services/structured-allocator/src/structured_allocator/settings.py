@@ -101,8 +101,9 @@ class Settings(ServiceSettings):
         description="DRA feature gates as kube-scheduler's --feature-gates (Name=true|false, comma-"
         "separated); unset gates keep draflow's defaults: Kubernetes 1.37's, plus the alpha gates "
         "DRAListTypeAttributes, DRADeviceCompatibilityGroups, DRADerivedAttributes, DRAResourcePoolStatus, "
-        "DRAPartitionableDevicesType, DRAOptionalNodeOperations and DRANodeAllocatableResources that "
-        "draflow's test environment turns on. Set them as the kube-apiserver has them.",
+        "DRAPartitionableDevicesType, DRAOptionalNodeOperations, DRANodeAllocatableResources and the "
+        "beta DRAWorkloadResourceClaims with GenericWorkload that draflow's test environment turns on. "
+        "Set them as the kube-apiserver has them.",
     )
 
     @field_validator("feature_gates")

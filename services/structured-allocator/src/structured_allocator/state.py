@@ -10,7 +10,9 @@
 * ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental) with
   the taints of matching DeviceTaintRules patched in (:mod:`.core.taint_rules`; a rule change re-indexes
   the slices of the pools it can touch, before and after the change);
-* DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order).
+* DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order);
+* PodGroups (``scheduling.k8s.io/v1beta1``, only with DRAWorkloadResourceClaims: which of a member pod's
+  claims bind to its group, :func:`draflow_runtime.podgroups.bind_to`).
 
 Handlers only update indexes and tell the :class:`Listener` what changed; the listener enqueues keys.
 """
@@ -26,6 +28,7 @@ from draflow_runtime.kube import (
     DEVICE_CLASSES,
     DEVICE_TAINT_RULES,
     NODES,
+    POD_GROUPS,
     PODS,
     RESOURCE_CLAIMS,
     RESOURCE_SLICES,
@@ -89,6 +92,7 @@ class ClusterState:
         *,
         namespace: str | None = None,
         taint_rules: bool = True,
+        pod_groups: bool = False,
     ) -> None:
         self.scheduler_names = scheduler_names
         self.namespace = namespace  # pods and claims of this namespace only; None: all
@@ -110,6 +114,7 @@ class ClusterState:
         self.classes = Informer(kube, DEVICE_CLASSES, name="deviceclasses")
         self.nodes = Informer(kube, NODES, name="nodes")
         self.rules = Informer(kube, DEVICE_TAINT_RULES, name="devicetaintrules") if taint_rules else None
+        self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups") if pod_groups else None
         self._node_order: list[str] | None = None
         self.pods.add_handler(self._on_pod)
         self.bound_pods.add_handler(self._on_bound_pod)
@@ -119,11 +124,14 @@ class ClusterState:
         self.nodes.add_handler(self._on_node)
         if self.rules is not None:
             self.rules.add_handler(self._on_rule)
+        if self.pod_groups is not None:
+            self.pod_groups.add_handler(self._on_pod_group)
 
     @property
     def informers(self) -> list[Informer]:
         rules = [self.rules] if self.rules is not None else []
-        return [self.classes, self.nodes, *rules, self.slice_informer, self.claims, self.bound_pods,
+        groups = [self.pod_groups] if self.pod_groups is not None else []
+        return [self.classes, self.nodes, *rules, *groups, self.slice_informer, self.claims, self.bound_pods,
                 self.pods]
 
     async def start(self) -> None:
@@ -151,6 +159,10 @@ class ClusterState:
 
     def classes_by_name(self) -> dict[str, dict[str, Any]]:
         return {c["metadata"]["name"]: c for c in self.classes.list()}
+
+    def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The cached PodGroup (None: unknown, or PodGroups are not watched)."""
+        return self.pod_groups.get(f"{namespace}/{name}") if self.pod_groups is not None else None
 
     def pods_using_claim(self, claim_key: str) -> list[dict[str, Any]]:
         return self.pods.by_index("byClaim", claim_key)
@@ -210,6 +222,11 @@ class ClusterState:
             if any(rule_touches_pool(r, driver, pool) for r in changed):
                 self.slices.upsert(apply_taint_rules(raw, rules))
         self.listener.cluster_changed("devicetaintrule")
+
+    def _on_pod_group(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if event == "update" and old is not None and new is not None and old.get("spec") == new.get("spec"):
+            return  # a status write (the claim-controller's resourceClaimStatuses) binds no claim
+        self.listener.cluster_changed("podgroup")
 
     def _on_class(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
         self.listener.cluster_changed("class")

@@ -1,0 +1,201 @@
+"""syncPodGroup: the claims of a PodGroup (DRAWorkloadResourceClaims, beta in v1.37) exist and are recorded.
+
+A PodGroup (``scheduling.k8s.io/v1beta1``) lists ``spec.resourceClaims`` like a pod. For each entry with
+a ``resourceClaimTemplateName`` the controller makes **one** claim for the whole group, as upstream's
+resourceclaim controller (kube-controller-manager v1.37.1, ``syncPodGroup``) does:
+
+- looked up by the name recorded in the PodGroup's ``status.resourceClaimStatuses`` (it must be
+  controlled by this PodGroup), then by owner UID + ``resource.kubernetes.io/pod-claim-name`` annotation
+  (created before a failed status write), and only then created — ``generateName`` ``<group>-<claim>-``,
+  the template's labels and annotations, a controller owner reference to the PodGroup;
+- recorded with a server-side apply of ``podgroups/status`` (own field manager, force) listing every
+  known claim (a repeated apply changes nothing).
+
+A member pod's claim entry of the same name and source is bound to the group
+(:func:`draflow_runtime.podgroups.bind_to`): :mod:`.pods` records the group's claim in the pod status
+instead of generating one, and reserves it for the PodGroup. :mod:`.claims` drops a PodGroup's
+``reservedFor`` entry when the PodGroup is gone or replaced (then deallocates the claim if nobody is
+left) and deletes a claim generated for a PodGroup that is gone (upstream leaves that to the garbage
+collector, which draflow's test environment does not run; the same as for pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from opentelemetry.context import Context as OtelContext
+
+from draflow_runtime.dra import PodClaim, pod_group_name
+from draflow_runtime.errors import ApiError, Invalid, NotFound
+from draflow_runtime.kube import POD_GROUPS, RESOURCE_CLAIMS
+from draflow_runtime.log import bind, get_logger
+from draflow_runtime.podgroups import is_for_pod_group, pod_group_claims
+from draflow_runtime.reconcile import Done, TerminalError
+from draflow_runtime.tracing import inject_into_annotations
+
+from . import metrics
+from .context import Context
+from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
+
+__all__ = [
+    "PodGroupClaimError",
+    "group_claim",
+    "group_claim_keys",
+    "group_template_keys",
+    "member_key",
+    "sync_pod_group",
+]
+
+log = get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+class PodGroupClaimError(TerminalError):
+    """A PodGroup's claim cannot be made; becomes a Warning Event with ``reason`` on the PodGroup."""
+
+    def __init__(self, message: str, *, pod_group: Obj, reason: str) -> None:
+        super().__init__(message, obj=pod_group)
+        self.reason = reason
+
+
+def member_key(pod: Mapping[str, Any]) -> list[str]:
+    """Pod index: ``[<ns>/<podgroup>]`` of the PodGroup the pod belongs to."""
+    group = pod_group_name(pod)
+    return [f"{(pod.get('metadata') or {}).get('namespace', '')}/{group}"] if group else []
+
+
+def group_claim_keys(pod_group: Mapping[str, Any]) -> Iterable[str]:
+    """PodGroup index: ``<ns>/<claim>`` of every claim the group names or has recorded."""
+    namespace = (pod_group.get("metadata") or {}).get("namespace", "")
+    return [f"{namespace}/{pc.claim_name}" for pc in pod_group_claims(pod_group) if pc.claim_name]
+
+
+def group_template_keys(pod_group: Mapping[str, Any]) -> Iterable[str]:
+    """PodGroup index: ``<ns>/<template>`` of every template the group's claims come from."""
+    namespace = (pod_group.get("metadata") or {}).get("namespace", "")
+    templates = {pc.template_name for pc in pod_group_claims(pod_group) if pc.template_name}
+    return sorted(f"{namespace}/{t}" for t in templates)
+
+
+async def sync_pod_group(ctx: Context, namespace: str, name: str) -> Done:
+    """Reconcile PodGroup ``namespace/name`` (see module docstring). Idempotent."""
+    pod_group = ctx.pod_group(namespace, name)
+    if pod_group is None or (pod_group.get("metadata") or {}).get("deletionTimestamp"):
+        return Done()
+    with bind(podgroup=f"{namespace}/{name}"):
+        names: dict[str, str] = {}
+        for pc in pod_group_claims(pod_group):
+            if not (pc.generated and pc.needed):
+                continue  # a claim by name is the user's; nothing to make
+            claim = await group_claim(ctx, pod_group, pc) or await _create(ctx, pod_group, pc)
+            if claim is not None:
+                names[pc.name] = claim["metadata"]["name"]
+        if names:
+            try:
+                await _record(ctx, pod_group, names)
+            except NotFound:
+                return Done()  # deleted meanwhile: its claims go with it
+    return Done()
+
+
+async def group_claim(ctx: Context, pod_group: Mapping[str, Any], pc: PodClaim) -> Obj | None:
+    """The claim generated for ``pc`` of this PodGroup incarnation: by recorded name, else by owner UID
+    and annotation (a claim being deleted does not count)."""
+    meta = pod_group["metadata"]
+    namespace = meta["namespace"]
+    if pc.claim_name:
+        claim = ctx.claim(namespace, pc.claim_name) or await ctx.live_claim(namespace, pc.claim_name)
+        if claim is not None and is_for_pod_group(claim, pod_group):
+            return claim
+    for claim in ctx.claims_owned_by(meta.get("uid", "")):
+        cmeta = claim.get("metadata") or {}
+        if (cmeta.get("annotations") or {}).get(POD_CLAIM_NAME_ANNOTATION) == pc.name \
+                and is_for_pod_group(claim, pod_group) and not cmeta.get("deletionTimestamp"):
+            return claim
+    return None
+
+
+def _body(pod_group: Mapping[str, Any], pc: PodClaim, template: Mapping[str, Any]) -> Obj:
+    tmeta = (template.get("spec") or {}).get("metadata") or {}
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations[POD_CLAIM_NAME_ANNOTATION] = pc.name
+    meta = pod_group["metadata"]
+    return {
+        "apiVersion": RESOURCE_CLAIMS.api_version,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": generate_name(meta["name"], pc.name),
+            "namespace": meta["namespace"],
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": annotations,
+            # As upstream: controller only (blockOwnerDeletion would need update on podgroups/finalizers).
+            "ownerReferences": [{"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
+                                 "name": meta["name"], "uid": meta["uid"], "controller": True}],
+        },
+        "spec": (template.get("spec") or {}).get("spec") or {},
+    }
+
+
+async def _create(ctx: Context, pod_group: Obj, pc: PodClaim) -> Obj | None:
+    """Create the group's claim for ``pc`` under a root span ``claim.create``; None (after a Warning
+    Event) when the template is missing: its arrival enqueues the PodGroup again."""
+    meta = pod_group["metadata"]
+    namespace = meta["namespace"]
+    template = ctx.templates.get(f"{namespace}/{pc.template_name}")
+    if template is None:
+        await ctx.recorder.event(
+            pod_group, "Warning", "FailedResourceClaimCreation",
+            f"PodGroup claim {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
+            action="CreatingResourceClaims")
+        return None
+    body = _body(pod_group, pc, template)
+    with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
+        span.set_attribute("k8s.namespace.name", namespace)
+        span.set_attribute("draflow.podgroup", meta["name"])
+        span.set_attribute("draflow.pod_claim", pc.name)
+        span.set_attribute("draflow.template", pc.template_name or "")
+        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
+        try:
+            claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
+                                          field_manager=ctx.settings.field_manager)
+        except Invalid as exc:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise PodGroupClaimError(
+                f"PodGroup claim {pc.name}: claim from template {pc.template_name} is invalid: {exc.message}",
+                pod_group=pod_group, reason="FailedResourceClaimCreation") from exc
+        except ApiError:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise
+        span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
+        span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
+    ctx.mutations.mutated(claim)
+    metrics.CLAIMS_CREATED.inc()
+    log.debug("claim created for pod group", claim=f"{namespace}/{claim['metadata']['name']}",
+             pod_claim=pc.name)
+    await ctx.events.created(claim, "", None)
+    return claim
+
+
+async def _record(ctx: Context, pod_group: Obj, names: Mapping[str, str]) -> None:
+    """Server-side apply ``status.resourceClaimStatuses`` of the PodGroup (no-op when recorded)."""
+    recorded = {s.get("name"): s.get("resourceClaimName")
+                for s in (pod_group.get("status") or {}).get("resourceClaimStatuses") or ()}
+    if all(recorded.get(k) == v for k, v in names.items()):
+        return
+    meta = pod_group["metadata"]
+    apply = {
+        "apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
+        "metadata": {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]},
+        "status": {"resourceClaimStatuses": [{"name": k, "resourceClaimName": v}
+                                             for k, v in sorted(names.items())]},
+    }
+    try:
+        await ctx.kube.patch(POD_GROUPS, meta["name"], apply, meta["namespace"], patch_type="apply",
+                             subresource="status", field_manager=ctx.settings.field_manager, force=True)
+    except NotFound:
+        raise
+    except ApiError:
+        metrics.ERRORS.labels(operation="podgroup-status").inc()
+        raise
