@@ -83,6 +83,7 @@ down: ## Stop everything `make up` started and remove its state
 
 .PHONY: bench
 bench: sync binaries ## Benchmarks (QUICK=1 small sizes, ONLY="publish ..." some); results in docs/benchmarks.md
+	@hack/binaries.sh ensure kube-scheduler kube-controller-manager
 	@$(UV) run --frozen python hack/bench.py --output docs/benchmarks.md $(if $(QUICK),--quick,) $(if $(ONLY),--only $(ONLY),)
 
 .PHONY: chaos

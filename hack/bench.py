@@ -1,6 +1,7 @@
 """Run every draflow benchmark and write the results to docs/benchmarks.md.
 
-Each benchmark is a script next to the code it measures (`<member>/bench/*.py`); this runner only runs them
+Each benchmark is a script next to the code it measures (`<member>/bench/*.py`; `bench/` for the comparison
+with upstream kube-scheduler + kube-controller-manager, which spans services); this runner only runs them
 one after another (they share a 2-core machine, so never in parallel), keeps what each printed, and writes one
 Markdown page with the command, the machine and the date. Numbers are never asserted here or in tests.
 
@@ -94,6 +95,23 @@ BENCHES = (
         "services/slice-publisher/bench/publish.py",
         (),
         ("--nodes", "100"),
+    ),
+    # draflow next to upstream kube-scheduler + kube-controller-manager (bench/README.md), a section each
+    *(
+        Bench(
+            f"upstream-{name}",
+            f"Side by side with upstream: {title}",
+            "bench/side_by_side.py",
+            ("--workloads", name),
+            ("--workloads", name, "--quick"),
+        )
+        for name, title in (
+            ("template", "SchedulingWithResourceClaimTemplate 5000pods_500nodes"),
+            ("stream", "SchedulingWithResourceClaimTemplate, 5000 pods filling 500 empty nodes"),
+            ("steady", "SteadyStateClusterResourceClaimTemplate half_500nodes"),
+            ("shared", "SchedulingWithResourceClaim (shared claims) 5000pods_500nodes"),
+            ("celmatch", "CEL selector + matchAttribute, steady state on 500 empty nodes"),
+        )
     ),
 )
 
