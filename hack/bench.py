@@ -180,11 +180,10 @@ def main() -> int:
     out_path = ROOT / args.output
     if args.only is not None and out_path.exists():
         sections = merge_sections(out_path.read_text(), chosen, sections)
-    mode = "make bench QUICK=1" if args.quick else "make bench"
     header = (
         "# draflow benchmarks\n\n"
-        f"Written by `{mode}` (hack/bench.py; `--only NAME` re-runs one section); each section says\n"
-        "when it was measured.\n\n"
+        "Written by `make bench` (hack/bench.py; `--only NAME` re-runs one section); each section says\n"
+        "its command and when it was measured (`--quick` in it: `make bench QUICK=1`, small sizes).\n\n"
         f"Machine: {machine()}.\n\n"
         "Each benchmark runs against the real servers started by draflow-testenv on loopback unless it says\n"
         "otherwise. Numbers from a shared or loaded machine are pessimistic: rerun `make bench`.\n\n"

@@ -165,7 +165,7 @@ async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float =
                 await in_parallel(range(w.measure_pods // 5), lambda k: kube.create(
                     RESOURCE_CLAIMS, objects.claim(k), TEST))
             else:
-                await asyncio.sleep(3)  # let both stacks' informers digest the slices before pods come
+                await asyncio.sleep(5)  # let both stacks' informers digest the slices before pods come
             progress(f"{w.name}/{stack_name}: set up in {time.monotonic() - t0:.0f} s")
             tracker = PodTracker(kube, TEST)
             await tracker.start()

@@ -25,7 +25,8 @@ class Workload:
     init_claims: int = 0  # allocated directly, without pods (upstream's allocResourceClaims)
     shared: bool = False  # pods name claims (five pods per claim) instead of a template
     init_pods: int = 0  # shared: pods scheduled (not measured) before the measured ones
-    duration: float = 0.0  # steady: seconds of the measured window (upstream: 10 s)
+    # steady: seconds of the measured window; upstream's 10 s holds too few pods at a few pods/s, so 30 s
+    duration: float = 0.0
     pci_roots: int = 2
     requests: int = 1
     cel: str = ""
@@ -74,13 +75,13 @@ WORKLOADS = (
              devices=10, mode="burst", measure_pods=5000),
     Workload("steady", "SteadyStateClusterResourceClaimTemplate half_500nodes",
              "SchedulingWithResourceClaimTemplate/half_500nodes (steadyState)", nodes=500, devices=10,
-             mode="steady", init_claims=2500, measure_pods=10, duration=10.0),
+             mode="steady", init_claims=2500, measure_pods=10, duration=30.0),
     Workload("shared", "SchedulingWithResourceClaim (shared claims) 5000pods_500nodes",
              "SchedulingWithResourceClaim/5000pods_500nodes", nodes=500, devices=2, mode="burst",
              shared=True, init_pods=2500, measure_pods=2500),
     Workload("celmatch", "CEL selector + matchAttribute, steady state on 500 empty nodes",
              "SchedulingWithResourceClaimTemplate/selector_empty_500nodes + match_empty_500nodes",
-             nodes=500, devices=10, mode="steady", measure_pods=10, duration=10.0, requests=5,
+             nodes=500, devices=10, mode="steady", measure_pods=10, duration=30.0, requests=5,
              cel=CEL_SELECTOR, match_attribute=PCI_ROOT),
 )
 BY_NAME = {w.name: w for w in WORKLOADS}
