@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import sys
 import time
 import traceback
@@ -60,6 +61,11 @@ async def main_async(args: argparse.Namespace) -> int:
               f"Shape: {w.shape}. Each stack on a fresh kube-apiserver + etcd, one after the other "
               f"({time.monotonic() - t0:.0f} s for the three){'; loaded machine' if args.loaded else ''}.\n")
         print(report.table(w, results))
+        loads = [r.load for r in results if r.load == r.load]
+        if loads and max(loads) > (os.cpu_count() or 1):
+            print(f"\n**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on "
+                  f"{os.cpu_count()} cores when the measurements started (other jobs ran meanwhile); "
+                  "every stack shared the machine alike, but absolute numbers are pessimistic and noisy.")
         print(flush=True)
     return 1 if failed else 0
 
