@@ -1,7 +1,8 @@
 """``draflow trace <namespace>/<claim>``: the claim's span tree, read back from Jaeger.
 
 The trace ID is the one in the claim's ``draflow.dev/traceparent`` annotation (claim-controller starts
-the trace when it creates the claim; every other service continues it). Spans come from Jaeger's query
+the trace when it creates the claim, a claim made by a user gets it when draflow first sees it; every
+other service continues it). Spans come from Jaeger's query
 API, ``GET <jaeger>/api/traces/<traceID>`` (served by Jaeger v2's query extension, the same API its UI
 uses). The tree is built from ``CHILD_OF`` references; a span whose parent is not in the trace (not
 exported yet, or sampled out) is shown as a root. Links (``FOLLOWS_FROM``) are listed on the span.

@@ -1,8 +1,9 @@
 """OpenTelemetry tracing: provider set-up and W3C trace-context carriers.
 
 One trace per claim: claim-controller starts it and writes the W3C ``traceparent`` into the claim's
-``draflow.dev/traceparent`` annotation; the allocator, the shim and the driver continue it from that
-annotation, from NATS message headers, or from gRPC metadata.
+``draflow.dev/traceparent`` annotation (a claim it did not create: claim-controller or allocator,
+whichever sees it first, :mod:`draflow_runtime.claimtrace`); the allocator, the shim and the driver
+continue it from that annotation, from NATS message headers, or from gRPC metadata.
 
 Set-up follows the standard OpenTelemetry environment variables:
 

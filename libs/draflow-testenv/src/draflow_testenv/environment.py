@@ -21,6 +21,7 @@ import base64
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,7 @@ import aiohttp
 
 from draflow_testenv import natssecure, pki, servers
 from draflow_testenv.admin import AdminClient, ssl_context
-from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.binaries import binary_path, ensure_binary
 from draflow_testenv.featuregates import accepted_gates
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.statefile import PIDS_FILE
@@ -366,7 +367,23 @@ class Environment:
         }
 
     def write_env_file(self) -> Path:
-        """``<state>/env.sh``: ``source`` it to point kubectl, services and tools at this environment."""
+        """``<state>/env.sh``: ``source`` it to point kubectl, services and tools at this environment, with
+        ``draflow``/``kubectl-draflow`` (this Python's bin directory) and the cached kubectl, when it has
+        been built, first on ``PATH`` (the README's examples are typed into a plain shell)."""
         lines = [f"export {k}={v}" for k, v in self.service_env().items()]
+        lines.append(f'export PATH="{":".join(shell_path_dirs())}:$PATH"')
         self.env_file.write_text("# draflow-testenv: source this file\n" + "\n".join(lines) + "\n")
         return self.env_file
+
+
+def shell_path_dirs() -> list[str]:
+    """The directories ``env.sh`` puts first on ``PATH``: the ``draflow`` command's, then kubectl's (cached
+    by ``make binaries-node``; left out when not built)."""
+    dirs = [str(Path(sys.executable).parent)]
+    try:
+        kubectl = binary_path("kubectl")
+    except (OSError, RuntimeError, KeyError):  # no repository or versions file: no pinned kubectl
+        return dirs
+    if kubectl.is_file():
+        dirs.append(str(kubectl.parent))
+    return dirs

@@ -157,7 +157,18 @@ class ServiceFlow:
             "metadata": {"name": "one-gpu"}, "spec": {"spec": {"devices": devices}},
         }, namespace=self.ns)
 
-    async def create_pod(self, name: str) -> None:
+    async def create_claim(self, name: str) -> dict[str, Any]:
+        """A claim made by a user (not from a template): one device of the flow's class."""
+        claim: dict[str, Any] = await self.kube.create(RESOURCE_CLAIMS, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": self.device_class}}]}},
+        }, namespace=self.ns)
+        return claim
+
+    async def create_pod(self, name: str, *, claim: str = "") -> None:
+        """A pod of the flow with the template claim ``one-gpu``, or the existing claim ``claim``."""
+        ref = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": "one-gpu"}
         await self.kube.create(PODS, {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {
@@ -165,7 +176,7 @@ class ServiceFlow:
                 "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
                     "nodeSelectorTerms": [{"matchExpressions": [
                         {"key": "kubernetes.io/hostname", "operator": "In", "values": self.nodes}]}]}}},
-                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
+                "resourceClaims": [{"name": "gpu", **ref}],
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                 "resources": {"claims": [{"name": "gpu"}]}}],
             },

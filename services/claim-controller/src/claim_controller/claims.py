@@ -23,9 +23,10 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
+from draflow_runtime.claimtrace import TraceRootRace, ensure_claim_trace, has_trace
 from draflow_runtime.claimwrites import clear_allocation, release_finalizer
 from draflow_runtime.dra import owning_pod
-from draflow_runtime.errors import ApiError, Conflict, NotFound
+from draflow_runtime.errors import ApiError, Conflict, NotFound, TransportError
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
 from draflow_runtime.podgroups import is_pod_group_reference, owning_pod_group
@@ -54,17 +55,38 @@ async def sync_claim(ctx: Context, namespace: str, name: str) -> Done:
             await ctx.events.deleted(tombstone)
         return Done()
     with bind(claim=key):
+        trace_error: Exception | None = None
+        if not has_trace(claim) and not claim["metadata"].get("deletionTimestamp"):
+            try:
+                claim = await _root_trace(ctx, claim)
+            except NotFound:
+                return Done()  # gone: its deletion enqueues it again
+            except (ApiError, TransportError, TraceRootRace) as exc:
+                log.warning("claim trace root not written, retrying", error=str(exc))
+                trace_error = exc  # the clean-up below must not wait for tracing
         plan = await _plan(ctx, claim)
-        if plan.empty:
-            return Done()
-        annotations = (claim.get("metadata") or {}).get("annotations")
-        # Continue the claim's own trace (started by claim.create) when it has one.
-        parent = context_from_annotations(annotations)
-        with ctx.tracer.start_as_current_span("claim.cleanup", context=parent) as span:
-            span.set_attribute("k8s.namespace.name", namespace)
-            span.set_attribute("k8s.resourceclaim.name", name)
-            await _apply(ctx, claim, plan)
+        if not plan.empty:
+            annotations = (claim.get("metadata") or {}).get("annotations")
+            # Continue the claim's own trace (claim.create or claim.seen) when it has one.
+            parent = context_from_annotations(annotations)
+            with ctx.tracer.start_as_current_span("claim.cleanup", context=parent) as span:
+                span.set_attribute("k8s.namespace.name", namespace)
+                span.set_attribute("k8s.resourceclaim.name", name)
+                await _apply(ctx, claim, plan)
+        if trace_error is not None:
+            raise trace_error
     return Done()
+
+
+async def _root_trace(ctx: Context, claim: Obj) -> Obj:
+    """A claim nobody gave a trace yet (made by a user, not from a template): write its root
+    (``claim.seen``), or adopt the allocator's if it was faster (:mod:`draflow_runtime.claimtrace`)."""
+    result = await ensure_claim_trace(ctx.kube, ctx.tracer, claim, field_manager=ctx.settings.field_manager,
+                                      service="claim-controller")
+    if result.rooted:
+        ctx.mutations.mutated(result.claim)
+        log.info("claim trace started", traceID=result.trace_id)
+    return result.claim
 
 
 async def _plan(ctx: Context, claim: Obj) -> ClaimPlan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from cc_kit import Kit, eventually, plain_claim, pod, template
@@ -210,3 +211,35 @@ async def test_shared_claim_is_not_touched_by_pod_sync(kit: Kit) -> None:
 
 async def _no_claims(kit: Kit) -> bool:
     return not await kit.claims()
+
+
+async def test_a_user_made_claim_gets_its_trace_root_when_the_controller_first_sees_it(
+    kit: Kit, otlp_receiver: OtlpReceiver,
+) -> None:
+    """A claim made by a user (no template, no traceparent) gets a root span claim.seen and its
+    traceparent in the annotation, so the allocator, shim and driver have a trace to continue."""
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+
+    from draflow_runtime.tracing import setup_tracing
+
+    exporter = OTLPSpanExporter(endpoint=f"http://{otlp_receiver.endpoint}", insecure=True)
+    provider = setup_tracing("claim-controller", exporter=exporter, set_global=False)
+    await kit.create(RESOURCE_CLAIMS, plain_claim("shared"))
+    await kit.start_controller(tracer_provider=provider)
+
+    async def annotated() -> str | None:
+        claim = await kit.get(RESOURCE_CLAIMS, "shared")
+        return ((claim or {}).get("metadata", {}).get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
+
+    traceparent = await eventually(annotated, what="traceparent annotation on the user's claim")
+    _, trace_id, span_id, _ = traceparent.split("-")
+    await asyncio.to_thread(provider.force_flush)
+    spans = await otlp_receiver.wait_for(lambda spans: [s for s in spans if s.trace_id == trace_id])
+    assert [(s.name, s.span_id, s.parent_span_id) for s in spans] == [("claim.seen", span_id, "")]
+    assert spans[0].attributes["draflow.first_seen_by"] == "claim-controller"
+    # Written once: later reconciles of the claim keep the same root.
+    await consistently(lambda: _same(annotated, traceparent), 1.0, what="the root stays")
+
+
+async def _same(probe: Any, value: str) -> bool:
+    return await probe() == value

@@ -41,6 +41,7 @@ from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
 from draflow_runtime.pluginwatcher import fleet_dirs, single_node_dirs
 from draflow_runtime.reconcile import Done, Runner
+from draflow_runtime.tracing import inject_into_annotations
 from draflow_runtime.workqueue import WorkQueue
 from slice_publisher import events
 from slice_publisher.driverbook import DriverBook, PoolKey
@@ -245,6 +246,7 @@ class Publisher:
             span.set_attribute("generation", plan.generation)
             if plan.empty:
                 return Done()
+            stamp_sync_span(plan)
             result = ApplyResult()
             try:
                 await apply_plan(self.kube, plan, field_manager=self.settings.field_manager, result=result)
@@ -307,3 +309,13 @@ class Publisher:
 
 def _pool_hash_of(obj: Mapping[str, Any]) -> list[str]:
     return [obj["metadata"]["labels"][POOL_HASH_LABEL]]
+
+
+def stamp_sync_span(plan: Plan) -> None:
+    """Every slice this sync writes carries the sync's span (``draflow.dev/traceparent``): the allocator
+    links a claim's allocation to the sync that published the pool it used. Not compared
+    (:func:`~slice_publisher.compare.slice_differs` ignores annotations): a new span alone never
+    rewrites a slice."""
+    for obj in (*plan.creates, *plan.updates):
+        meta = obj["metadata"]
+        meta["annotations"] = inject_into_annotations(meta.get("annotations"))

@@ -2,7 +2,9 @@
 
 The pipeline for one pod (upstream: PreBind + Bind), run off the decision loop::
 
-    for each claim:  newly allocated  -> finalizer (merge patch, resourceVersion precondition), then
+    for each claim:  no trace yet      -> its root span + traceparent annotation (compare-and-swap,
+                                         draflow_runtime.claimtrace; the claim-controller may win)
+                     newly allocated  -> finalizer (merge patch, resourceVersion precondition), then
                                          status PUT (allocation + reservedFor), compare-and-swap,
                                          retried on Conflict from a fresh GET
                      already allocated -> strategic-merge patch adding the pod to status.reservedFor
@@ -35,6 +37,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.context import Context
 
+from draflow_runtime.claimtrace import TraceRootRace, ensure_claim_trace, has_trace
 from draflow_runtime.claimwrites import deallocate
 from draflow_runtime.dra import (
     DELETE_PROTECTION_FINALIZER,
@@ -62,6 +65,7 @@ __all__ = [
 
 log = get_logger(__name__)
 
+COMPONENT = "structured-allocator"
 _CAS_ATTEMPTS = 8
 
 
@@ -80,7 +84,8 @@ class AllocatedElsewhere(WriteFailed):
 
 @dataclass
 class ClaimPlan:
-    claim: Mapping[str, Any]  # the informer's copy at decision time (never mutated)
+    claim: Mapping[str, Any]  # the informer's copy at decision time (never mutated; replaced by the
+    # copy the trace root write returned, for a claim that had no trace)
     allocation: dict[str, Any] | None  # new allocation to write; None: already allocated
     reserve: bool  # the pod must be added to reservedFor
     context: Context | None = None  # trace context of the claim's span
@@ -172,7 +177,8 @@ class Binder:
         (for :meth:`undo`)."""
         for cp in plan.claims:
             pod_ref = cp.consumer_ref(plan.pod)
-            with self.tracer.start_as_current_span("write claim", context=cp.context) as span:
+            links = await self._join_claim_trace(cp)
+            with self.tracer.start_as_current_span("write claim", context=cp.context, links=links) as span:
                 span.set_attribute("draflow.claim", cp.key)
                 span.set_attribute("draflow.pod", plan.key)
                 written: Mapping[str, Any] | None = None
@@ -187,6 +193,23 @@ class Binder:
                 await on_claim_written(cp)
         if self.hooks.after_status_write is not None:
             await self.hooks.after_status_write(plan)
+
+    async def _join_claim_trace(self, cp: ClaimPlan) -> list[trace.Link]:
+        """A claim without a trace (made by a user) gets its root here unless the claim-controller was
+        faster (:func:`draflow_runtime.claimtrace.ensure_claim_trace`: one root, the loser adopts). The
+        plan then continues the claim's trace; the span made at decision time (in the attempt's trace)
+        is linked. A failure to write the root is logged and does not stop the placement."""
+        if has_trace(cp.claim) or not (cp.allocation is not None or cp.reserve):
+            return []
+        before = trace.get_current_span(cp.context).get_span_context() if cp.context is not None else None
+        try:
+            joined = await ensure_claim_trace(self.kube, self.tracer, cp.claim,
+                                              field_manager=self.field_manager, service=COMPONENT)
+        except (ApiError, TransportError, TraceRootRace) as err:
+            log.warning("claim trace root not written", claim=cp.key, error=str(err))
+            return []
+        cp.claim, cp.context = joined.claim, joined.context  # the fresher copy: its resourceVersion
+        return [trace.Link(before)] if before is not None and before.is_valid else []
 
     async def _allocate(self, cp: ClaimPlan, pod_ref: dict[str, str]) -> Mapping[str, Any]:
         """Finalizer, then allocation + reservedFor (``pod_ref``: the pod, or its PodGroup) in one status

@@ -9,10 +9,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry.context import Context as OtelContext
+
 from draflow_runtime.errors import ApiError, Conflict, NotFound, TransportError
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from draflow_runtime.log import get_logger
 from draflow_runtime.retry import conflict_attempts
+from draflow_runtime.tracing import inject_into_annotations
 
 from .assume import AssumeCache
 from .binder import Binder, ClaimPlan, PodPlan, WriteFailed
@@ -42,9 +46,16 @@ async def create_extended(binder: Binder, plan: PodPlan) -> ClaimPlan:
         raise WriteFailed("no extended resource claim to create", pod=plan.key)
     meta = ext.claim["metadata"]
     body = {**ext.claim, "metadata": {k: v for k, v in meta.items() if k not in ("name", "uid")}}
-    created = await binder.kube.create(RESOURCE_CLAIMS, body, meta["namespace"],
-                                       field_manager=binder.field_manager)
-    cp = ClaimPlan(created, ext.allocation, True)
+    # The claim's trace starts here, as a generated claim's starts in the claim-controller.
+    with binder.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
+        span.set_attribute("k8s.namespace.name", meta["namespace"])
+        span.set_attribute("k8s.pod.name", plan.pod["metadata"]["name"])
+        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"].get("annotations"))
+        created = await binder.kube.create(RESOURCE_CLAIMS, body, meta["namespace"],
+                                           field_manager=binder.field_manager)
+        span.set_attribute("k8s.resourceclaim.name", created["metadata"]["name"])
+        context = otel_context.get_current()
+    cp = ClaimPlan(created, ext.allocation, True, context)
     plan.created.append(cp)
     plan.claims.append(cp)
     log.info("extended resource claim created", claim=cp.key, pod=plan.key)

@@ -49,7 +49,7 @@ from . import nodealloc as na
 from . import nodealloc_plan as na_plan
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
-from .claimspan import claim_context
+from .claimspan import PoolTraces, claim_context
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
 from .nodefit import PodUsage, pod_demand
@@ -96,6 +96,8 @@ class Scheduler:
         self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
                                   taint_rules=settings.watch_device_taint_rules,
                                   pod_groups=settings.gates["DRAWorkloadResourceClaims"])
+        self.pool_traces = PoolTraces()  # span links of allocations to the pool syncs they used
+        self.state.slice_informer.add_handler(self.pool_traces.on_slice)
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
                                binding_timeout=settings.binding_timeout, search_steps=settings.search_steps,
                                filter_timeout=settings.effective_filter_timeout,
@@ -234,7 +236,8 @@ class Scheduler:
             span.set_attribute("draflow.node", decision.node)
             plan = PodPlan(pod, decision.node, [
                 ClaimPlan(p.claim, p.allocation, p.reserve,
-                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation),
+                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation,
+                                        pool_links=self.pool_traces.links(p.allocation)),
                           consumer=p.consumer)
                 for p in decision.claims
             ], extended=decision.extended, node_allocatable=decision.node_allocatable)

@@ -64,10 +64,11 @@ class Kit:
     # -- the allocator under test
 
     async def start(self, *, hooks: Hooks | None = None, bus: Any = None,
-                    explanations: ExplanationStore | None = None, **overrides: Any) -> Scheduler:
+                    explanations: ExplanationStore | None = None, tracer_provider: Any = None,
+                    **overrides: Any) -> Scheduler:
         settings = Settings(http_port=0, nats_url="", scheduler_names=self.scheduler_name, **overrides)
         sched = Scheduler(settings, self.identity.kube, namespace=self.namespace, hooks=hooks, bus=bus,
-                          explanations=explanations)
+                          explanations=explanations, tracer_provider=tracer_provider)
         task = asyncio.create_task(sched.run(), name="allocator-under-test")
         self.schedulers.append((sched, task))
         await eventually(lambda: sched.synced or task.done(), what="allocator synced")
@@ -119,10 +120,11 @@ class Kit:
         return name
 
     async def slice(self, node: str, devices: int, *, attrs: dict[str, Any] | None = None,
-                    **device_fields: Any) -> str:
+                    annotations: dict[str, str] | None = None, **device_fields: Any) -> str:
         """``device_fields`` go into every device (e.g. ``bindingConditions``)."""
         name = f"{node}-{self.driver}"
-        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": name},
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": name, "annotations": annotations or {}},
                 "spec": {"driver": self.driver, "nodeName": node,
                          "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
                          "devices": [{"name": f"gpu-{i}", "attributes": {

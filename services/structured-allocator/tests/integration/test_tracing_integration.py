@@ -1,0 +1,70 @@
+"""The allocator's part of "one trace per claim", against the real kube-apiserver: a claim nobody gave a
+trace gets its root from the allocator when the allocator sees it first, and the allocation is linked to
+the slice-publisher sync that published the pool it used."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from sa_kit import Kit, eventually
+
+from draflow_runtime.claimtrace import ROOT_SPAN
+from draflow_runtime.kube import RESOURCE_CLAIMS
+from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
+
+pytestmark = pytest.mark.integration
+
+SYNC_TRACE, SYNC_SPAN = "5e" * 16, "5a" * 8  # the span of the slice-publisher sync that wrote the slice
+
+
+def provider() -> tuple[TracerProvider, InMemorySpanExporter]:
+    exporter = InMemorySpanExporter()
+    p = TracerProvider()
+    p.add_span_processor(SimpleSpanProcessor(exporter))
+    return p, exporter
+
+
+def named(spans: Any, name: str) -> list[ReadableSpan]:
+    return [s for s in spans if s.name == name]
+
+
+async def test_the_allocator_roots_a_user_claim_it_sees_first_and_links_the_pool_sync(kit: Kit) -> None:
+    node = await kit.node("n")
+    await kit.slice(node, 2, annotations={TRACEPARENT_ANNOTATION: f"00-{SYNC_TRACE}-{SYNC_SPAN}-01"})
+    await kit.device_class_()
+    await kit.claim("shared")  # a user's claim, no claim-controller here: the allocator sees it first
+    tp, exporter = provider()
+    await kit.start(tracer_provider=tp)
+    for pod in ("p0", "p1"):
+        await kit.pod(pod, {"gpu": {"resourceClaimName": "shared"}})
+        assert await kit.wait_bound(pod) == node
+
+    claim = await kit.kube.get(RESOURCE_CLAIMS, "shared", kit.namespace)
+    _, trace_id, span_id, _ = claim["metadata"]["annotations"][TRACEPARENT_ANNOTATION].split("-")
+    spans = await eventually(lambda: (lambda s: s if len(named(s, "write claim")) >= 2 else None)(
+        exporter.get_finished_spans()), what="both pods' claim writes exported")
+
+    (root,) = named(spans, ROOT_SPAN)  # one root, written once for both pods
+    assert format(root.context.trace_id, "032x") == trace_id
+    assert format(root.context.span_id, "016x") == span_id
+    assert root.parent is None and root.attributes is not None
+    assert root.attributes["draflow.first_seen_by"] == "structured-allocator"
+    writes = named(spans, "write claim")
+    assert {s.attributes["draflow.pod"] for s in writes if s.attributes} == {f"{kit.namespace}/p0",
+                                                                             f"{kit.namespace}/p1"}
+    assert all(format(s.context.trace_id, "032x") == trace_id for s in writes)
+    # The first pod's allocate-claim span was made before the root existed (in the attempt's trace):
+    # the write that rooted the claim links it instead of losing it.
+    first = next(s for s in writes if s.attributes and s.attributes["draflow.pod"].endswith("/p0"))
+    decided = {(s.context.trace_id, s.context.span_id) for s in named(spans, "allocate claim")}
+    assert any((link.context.trace_id, link.context.span_id) in decided for link in first.links)
+    # The allocate-claim span that chose the devices links the slice-publisher sync of their pool.
+    (chose,) = [s for s in named(spans, "allocate claim")
+                if s.attributes and "draflow.devices" in s.attributes]
+    pool_links = [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"),
+                   (link.attributes or {}).get("draflow.pool")) for link in chose.links]
+    assert (SYNC_TRACE, SYNC_SPAN, f"{kit.driver}/{node}") in pool_links
