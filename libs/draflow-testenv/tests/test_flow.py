@@ -141,3 +141,18 @@ def test_the_shim_gets_the_gates_the_apiserver_accepted() -> None:
     commands = dict(service_commands(env, nodes=1, gpus=1, allocator_port=12345))
     settings = load_settings(settings_class("kubelet-dra-shim"), commands["kubelet-dra-shim"][1:])
     assert settings.gates["DRAListTypeAttributes"] and not settings.gates["DRAOptionalNodeOperations"]
+
+
+def test_up_prints_the_web_view_url_once_the_allocator_runs() -> None:
+    import argparse
+
+    from draflow_testenv.__main__ import _summary
+
+    env = Environment(Path("/tmp/draflow-flow-test"))
+    started = _summary(env, argparse.Namespace(allocator_url="http://127.0.0.1:1234")).splitlines()
+    assert started[0].split() == ["web", "view", "http://127.0.0.1:1234/ui", "(devices,", "claims,",
+                                  "timelines;", "live)"]
+    assert not any("web view" in line for line in _summary(env, argparse.Namespace()).splitlines())
+    commands = dict(service_commands(env, nodes=1, gpus=1, allocator_port=1234))
+    argv = commands["structured-allocator"]
+    assert argv[argv.index("--ui-jaeger-url") + 1] == env.jaeger_query_url
