@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime.settings import ServiceSettings, load_settings, settings_reference
+from draflow_runtime.settings import FeatureGatesSettings, ServiceSettings, load_settings, settings_reference
 
 
 class DemoSettings(ServiceSettings):
@@ -96,3 +96,18 @@ def test_reference_table_lists_every_field() -> None:
     assert "| `--workers` | `DRAFLOW_DEMO_WORKERS` | `4` | Concurrent reconciles. |" in lines
     assert any(line.startswith("| `--leader-elect, --no-leader-elect` |") for line in lines)
     assert any("`<hostname>_<pid>`" in line for line in lines)
+
+
+class GatedSettings(ServiceSettings, FeatureGatesSettings):
+    model_config = SettingsConfigDict(env_prefix="DRAFLOW_GATED_")
+
+
+def test_feature_gates_mixin_validates_at_start_up_and_keeps_the_service_configuration(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DRAFLOW_GATED_FEATURE_GATES", "DRADerivedAttributes=false")
+    settings = GatedSettings(something_else="ignored, as ServiceSettings says (extra=ignore)")
+    assert settings.gates["DRADerivedAttributes"] is False
+    assert settings.gates["DRAPrioritizedList"] is True
+    with pytest.raises(ValidationError, match="NoSuchGate"):
+        GatedSettings(feature_gates="NoSuchGate=true")

@@ -27,13 +27,15 @@ import typing
 from collections.abc import Sequence
 from typing import Any, Literal, TypeVar
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from . import featuregates
 from .busauth import NatsSecurity
 
 __all__ = [
+    "FeatureGatesSettings",
     "ServiceSettings",
     "env_var_name",
     "flag_name",
@@ -55,6 +57,30 @@ HttpAuthMode = Literal["auto", "on", "off"]
 def _default_identity() -> str:
     """Leader-election identity unique per process: ``<hostname>_<pid>``."""
     return f"{socket.gethostname()}_{os.getpid()}"
+
+
+class FeatureGatesSettings(BaseModel):
+    """The ``feature_gates`` setting of a service that follows the DRA feature gates (the allocator as
+    kube-scheduler's ``--feature-gates``, the shim as the kubelet's): validated at start-up, read through
+    :attr:`gates`. Mixed in last (``class Settings(ServiceSettings, FeatureGatesSettings)``): a plain model
+    adds no configuration of its own. A subclass restates the field only to describe what the gates change
+    for it."""
+
+    feature_gates: str = Field(
+        "",
+        description="DRA feature gates (Name=true|false, comma-separated); unset: draflow's defaults.",
+    )
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gates(cls, value: str) -> str:
+        featuregates.parse(value)  # ValueError names the bad entry
+        return value
+
+    @property
+    def gates(self) -> dict[str, bool]:
+        """Every DRA feature gate's value (see :mod:`draflow_runtime.featuregates`)."""
+        return featuregates.parse(self.feature_gates)
 
 
 class ServiceSettings(BaseSettings):

@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime import featuregates
 from draflow_runtime.nodeagent import FleetSettings
+from draflow_runtime.settings import FeatureGatesSettings
 
 
-class ShimSettings(FleetSettings):
+class ShimSettings(FleetSettings, FeatureGatesSettings):
     """kubelet-dra-shim: the kubelet's DRA manager (and optionally a simulated kubelet) for its node(s)."""
 
     model_config = SettingsConfigDict(env_prefix="DRAFLOW_KUBELET_DRA_SHIM_")
@@ -94,17 +94,6 @@ class ShimSettings(FleetSettings):
         "environment turns on). DRAOptionalNodeOperations: skip the driver calls an allocation says to "
         "skip; with DRANodeAllocatableResources, simulated nodes declare both in status.declaredFeatures.",
     )
-
-    @field_validator("feature_gates")
-    @classmethod
-    def _gates(cls, value: str) -> str:
-        featuregates.parse(value)  # ValueError names the bad entry
-        return value
-
-    @property
-    def gates(self) -> dict[str, bool]:
-        """Every DRA feature gate's value (see :mod:`draflow_runtime.featuregates`)."""
-        return featuregates.parse(self.feature_gates)
 
     def node_paths(self, node: str) -> NodePaths:
         if not self.fleet_mode:

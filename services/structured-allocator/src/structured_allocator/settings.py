@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime.settings import ServiceSettings
+from draflow_runtime.settings import FeatureGatesSettings, ServiceSettings
 
 from . import featuregates
 from .core import Features
@@ -16,7 +16,7 @@ from .core import Features
 __all__ = ["Settings"]
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, FeatureGatesSettings):
     """structured-allocator: devices for claims and a node for the pod (a secondary scheduler)."""
 
     model_config = SettingsConfigDict(env_prefix="DRAFLOW_STRUCTURED_ALLOCATOR_")
@@ -105,17 +105,6 @@ class Settings(ServiceSettings):
         "beta DRAWorkloadResourceClaims with GenericWorkload that draflow's test environment turns on. "
         "Set them as the kube-apiserver has them.",
     )
-
-    @field_validator("feature_gates")
-    @classmethod
-    def _gates(cls, value: str) -> str:
-        featuregates.parse(value)  # ValueError names the bad entry
-        return value
-
-    @property
-    def gates(self) -> dict[str, bool]:
-        """Every DRA feature gate's value (see :mod:`.featuregates`)."""
-        return featuregates.parse(self.feature_gates)
 
     @property
     def allocator_features(self) -> Features:
