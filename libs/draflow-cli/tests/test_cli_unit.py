@@ -173,3 +173,16 @@ def test_describe_is_one_readable_line() -> None:
     assert line.startswith("allocated")
     assert "team-a/trainer-gpu-x7k2p" in line and "node=node-1" in line and "node-1/gpu-0" in line
     assert "\n" not in line
+
+
+def test_asyncio_tls_close_note_is_dropped_other_asyncio_warnings_kept() -> None:
+    import logging
+
+    from draflow_cli.__main__ import QuietTlsClose
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("asyncio", logging.WARNING, __file__, 1, msg, None, None)
+
+    quiet = QuietTlsClose()
+    assert not quiet.filter(record("returning true from eof_received() has no effect when using ssl"))
+    assert quiet.filter(record("Executing <Task> took 0.2 seconds"))

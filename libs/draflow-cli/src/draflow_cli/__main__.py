@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
@@ -145,7 +146,18 @@ async def run(args: argparse.Namespace) -> str:
     return await events.run(args.nats_url, claim, args.last, security)
 
 
+class QuietTlsClose(logging.Filter):
+    """Drops asyncio's note that nats-py's protocol returned True from ``eof_received`` on a TLS
+    connection (``returning true from eof_received() has no effect when using ssl``): harmless (the
+    connection closes either way), but without a logging set-up a CLI prints it on stderr after every
+    ``draflow events`` against a TLS nats-server."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "eof_received() has no effect when using ssl" not in record.getMessage()
+
+
 def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("asyncio").addFilter(QuietTlsClose())
     prog = os.path.basename(sys.argv[0]) if argv is None else "draflow"
     args = parser("kubectl draflow" if prog == "kubectl-draflow" else "draflow").parse_args(argv)
     try:

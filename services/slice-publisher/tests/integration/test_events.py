@@ -12,7 +12,7 @@ from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExport
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
-from draflow_runtime.tracing import setup_tracing
+from draflow_runtime.tracing import TRACEPARENT_ANNOTATION, setup_tracing
 from draflow_testenv.wait import eventually
 
 from .conftest import Harness, settled
@@ -108,6 +108,11 @@ async def test_every_pool_change_is_announced_in_the_shared_stream_with_its_sync
         span_traces = {s.trace_id for s in spans}
         event_traces = {m.headers["traceparent"].split("-")[1] for m in received}
         assert event_traces == span_traces
+        # The slice carries the span of the sync that last wrote it: the allocator links allocations
+        # from this pool to it.
+        (last_slice,) = slices
+        stamped = last_slice["metadata"]["annotations"][TRACEPARENT_ANNOTATION].split("-")[1:3]
+        assert stamped == received[-1].headers["traceparent"].split("-")[1:3]
     finally:
         await sub.unsubscribe()
         await nc.close()
