@@ -65,6 +65,10 @@ ifneq ($(E2E),0)
 	@DRAFLOW_E2E=1 $(UV) run --frozen pytest tests/e2e
 endif
 
+.PHONY: ui-screenshot
+ui-screenshot: sync binaries browser ## Run the web view's browser test and write its screenshot to docs/images/ui.png
+	@DRAFLOW_UI_SCREENSHOT=docs/images/ui.png $(UV) run --frozen pytest tests/integration/test_ui_browser.py $(PYTEST_ARGS)
+
 .PHONY: test-unit
 test-unit: sync ## Unit tests only (seconds): no server, no built binary, no network; not marked integration/e2e
 	@$(UV) run --frozen pytest -m "not integration and not e2e" $(PYTEST_ARGS)
