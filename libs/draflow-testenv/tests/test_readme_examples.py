@@ -93,6 +93,7 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
     import argparse
     from contextlib import AsyncExitStack
 
+    from draflow_cli import trace as cli_trace
     from draflow_cli.trace import build_tree, fetch_trace, trace_id_of
     from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
     from draflow_testenv.binaries import ensure_binary
@@ -123,8 +124,16 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         try:
             claims = (await kube.list(RESOURCE_CLAIMS, namespace=DEMO_NAMESPACE))["items"]
+            # `draflow trace` answers with a span tree for every claim of the demo, too-big included
+            # (its trace: the claim-controller's root and the allocator's failed attempts).
+            printed = {}
+            for c in claims:
+                name = c["metadata"]["name"]
+                printed[name] = await cli_trace.run(kube, env.jaeger_query_url, DEMO_NAMESPACE, name, wait=30)
         finally:
             await kube.close()
+        tree = re.compile(r"trace [0-9a-f]{32}: \d+ spans")
+        assert {n: out for n, out in printed.items() if not tree.match(out)} == {}
         allocated = [c for c in claims if (c.get("status") or {}).get("allocation")]
         assert len(allocated) >= len(claims) - 1  # all but too-big
 
