@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from apiwrites import WriteKey, controller_writes, label, scrape_writes
+from churnparts import allocate_claims, start_bus
 from prometheus_client import REGISTRY
 from replicas import Replicas, summary
 
@@ -71,7 +72,6 @@ from draflow_runtime.log import configure_logging
 from draflow_runtime.workqueue import WorkQueue
 
 DEVICE_CLASS = "bench-churn-gpu"
-FINALIZER = "resource.kubernetes.io/delete-protection"
 ALLOCATED = " (claims allocated by the load generator)"
 CONCURRENT_WRITES = 32
 
@@ -166,22 +166,6 @@ async def wait_until(predicate: Any, deadline: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def allocate_claims(kube: KubeClient, namespace: str, pod_name: str, own: Counter[WriteKey]) -> None:
-    """What a scheduler does for the pod's claims: the delete-protection finalizer, then the allocation
-    with the pod in ``reservedFor`` (fake device; nothing checks it against slices)."""
-    pod = await kube.get(PODS, pod_name, namespace)
-    for status in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
-        name = status["resourceClaimName"]
-        await kube.patch(RESOURCE_CLAIMS, name, {"metadata": {"finalizers": [FINALIZER]}}, namespace)
-        allocation = {"devices": {"results": [
-            {"request": "gpu", "driver": "gpu.bench.example", "pool": "bench", "device": name}]}}
-        consumer = {"resource": "pods", "name": pod_name, "uid": pod["metadata"]["uid"]}
-        status_patch = {"status": {"allocation": allocation, "reservedFor": [consumer]}}
-        await kube.patch(RESOURCE_CLAIMS, name, status_patch, namespace, subresource="status")
-        own[("PATCH", "resource.k8s.io/resourceclaims", "")] += 1
-        own[("PATCH", "resource.k8s.io/resourceclaims", "status")] += 1
-
-
 async def setup(kube: KubeClient, namespace: str) -> None:
     await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
     with contextlib.suppress(AlreadyExists):
@@ -214,12 +198,14 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
     queue = TimedQueue(name="claim-controller-bench")
     replicas: Replicas | None = None
     task: asyncio.Task[None] | None = None
+    bus = None
     if args.replicas:
         replicas = Replicas(args.kubeconfig_path, namespace, args.replicas, args.shards, args.workers,
                             args.log_dir)
     else:
-        settings = Settings(http_port=0, nats_url="", workers=args.workers, namespace=namespace)
-        controller = Controller(settings, kube, namespace=namespace, queue=queue)
+        settings = Settings(http_port=0, nats_url=args.nats_url, workers=args.workers, namespace=namespace)
+        bus = await start_bus(args.nats_url) if args.nats_url else None
+        controller = Controller(settings, kube, namespace=namespace, queue=queue, bus=bus, requester=bus)
         task = asyncio.create_task(controller.run(), name="claim-controller")
     observer = Observer(kube, namespace, args.claims_per_pod)
     semaphore = asyncio.Semaphore(CONCURRENT_WRITES)
@@ -273,6 +259,8 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
                 await task
         if replicas is not None:
             await replicas.stop()
+        if bus is not None:
+            await bus.stop()
         await observer.stop()
         await teardown(kube, namespace)
 
@@ -350,6 +338,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     args.log_dir = Path(tempfile.mkdtemp(prefix="churn-replicas-"))
     if kubeconfig:
         args.kubeconfig_path = kubeconfig
+        args.nats_url = os.environ.get("NATS_URL", "") if args.nats else ""
         kube = await KubeClient.from_kubeconfig(kubeconfig)
         async with kube:
             return await churn(kube, args)
@@ -357,6 +346,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
     async with Environment() as env:
         args.kubeconfig_path = str(env.kubeconfig)
+        args.nats_url = env.nats_url if args.nats else ""
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         async with kube:
             return await churn(kube, args)
@@ -375,6 +365,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=4, help="shards with --replicas (default 4)")
     parser.add_argument("--allocate", action="store_true",
                         help="allocate and reserve each pod's claims before it finishes (full clean-up)")
+    parser.add_argument("--nats", action="store_true",
+                        help="publish claim lifecycle events on NATS (the testenv's, or $NATS_URL with "
+                        "--kubeconfig), as the service does; in-process controller only")
     parser.add_argument("--log-level", default="warning",
                         help="log level of the controller (info: its per-claim logs, JSON on stderr)")
     parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")

@@ -107,6 +107,7 @@ class Controller:
     ) -> None:
         self.settings = settings
         self.kube = kube
+        self.namespace = namespace
         self.pods = Informer(kube, PODS, namespace, name="pods",
                              indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index,
                                        BY_MEMBER: member_key})
@@ -237,13 +238,25 @@ class Controller:
             return shard_of(claim_shard_key(namespace, name, claim), self.shards)
         return shard_of(pod_shard_key(namespace, name), self.shards)
 
+    def _claim_shard(self, claim: Obj) -> int:
+        meta = claim["metadata"]
+        return shard_of(claim_shard_key(meta.get("namespace", ""), meta["name"], claim), self.shards)
+
     def _add(self, key: str) -> None:
         """Queue ``key`` if this replica holds its shard."""
         if self.shards == 1 or self._shard(key) in self.held:
             self.queue.add(key)
 
     async def shard_acquired(self, shard: int) -> None:
-        """Shard won: queue every pod and claim of it (the previous holder may have stopped half way)."""
+        """Shard won: queue every pod and claim of it (the previous holder may have stopped half way).
+
+        First the shard's claims are read live (a consistent list) into the mutation cache: the previous
+        holder may have created a claim just before it died that this replica's informer has not shown
+        yet, and a pod whose claim is not seen would get a second one."""
+        listed = await self.kube.list(RESOURCE_CLAIMS, self.namespace)
+        for claim in listed.get("items") or ():
+            if self._claim_shard(claim) == shard:
+                self.ctx.mutations.mutated(claim)
         self.held.add(shard)
         queued = 0
         for pod in self.pods.list():
@@ -251,9 +264,7 @@ class Controller:
                 self.queue.add(POD_PREFIX + key_of(pod))
                 queued += 1
         for claim in self.claims.list():
-            meta = claim["metadata"]
-            owner_key = claim_shard_key(meta.get("namespace", ""), meta["name"], claim)
-            if shard_of(owner_key, self.shards) == shard:
+            if self._claim_shard(claim) == shard:
                 self.queue.add(CLAIM_PREFIX + key_of(claim))
                 queued += 1
         for group in self.pod_groups.list() if self.pod_groups is not None else ():

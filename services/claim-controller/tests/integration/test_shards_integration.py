@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 from cc_kit import Kit, eventually, http_get, metric, pod, template
 
-from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES
+from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
+from claim_controller.sharding import pod_shard_key
+from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from draflow_runtime.shards import shard_of
 from draflow_testenv.environment import Environment
 from draflow_testenv.servers import free_port
 
@@ -117,3 +120,32 @@ async def test_two_replicas_share_the_pods_and_one_survives_the_other_being_kill
     assert sorted(p["metadata"]["name"] for p in pods) == sorted(first + second)
     check_exactly_the_claims(pods, await kit.claims())
     assert (await http_get(f"http://127.0.0.1:{ports['b']}/readyz"))[0] == 200
+
+
+async def test_a_claim_the_previous_holder_just_created_is_found_not_made_again(kit: Kit) -> None:
+    """The replica that died created a pod's claim but did not record it; the new holder's informer has
+    not shown that claim yet (here: its claim watch is stopped). Taking the shard over reads the claims
+    live first, so the claim is recorded, not created a second time."""
+    await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
+    controller = await kit.start_controller(shards=SHARDS)
+    p = await kit.create(PODS, pod("app", {"gpu": {"resourceClaimTemplateName": "t"}}))
+    await eventually(lambda: controller.pods.get(f"{kit.namespace}/app") is not None, what="pod cached")
+    await controller.claims.stop()  # this replica's view of claims lags from here on
+    orphan = await kit.create(RESOURCE_CLAIMS, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"generateName": "app-gpu-", "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "app",
+                                          "uid": p["metadata"]["uid"], "controller": True,
+                                          "blockOwnerDeletion": True}]},
+        "spec": template("t")["spec"]["spec"],
+    })
+
+    await controller.shard_acquired(shard_of(pod_shard_key(kit.namespace, "app"), SHARDS))
+
+    async def recorded() -> str | None:
+        statuses = ((await kit.get(PODS, "app")) or {}).get("status", {}).get("resourceClaimStatuses")
+        return statuses[0]["resourceClaimName"] if statuses else None
+    assert await eventually(recorded, what="claim recorded") == orphan["metadata"]["name"]
+    owned = [c for c in await kit.claims()
+             if any(r["uid"] == p["metadata"]["uid"] for r in c["metadata"].get("ownerReferences") or ())]
+    assert [c["metadata"]["name"] for c in owned] == [orphan["metadata"]["name"]]
