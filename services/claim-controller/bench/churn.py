@@ -51,6 +51,7 @@ from typing import Any
 
 from apiwrites import WriteKey, controller_writes, label, scrape_writes
 from churnparts import allocate_claims, start_bus
+from opentelemetry.sdk.trace import TracerProvider
 from prometheus_client import REGISTRY
 from replicas import Replicas, summary
 
@@ -205,7 +206,9 @@ async def churn(kube: KubeClient, args: argparse.Namespace) -> dict[str, Any]:
     else:
         settings = Settings(http_port=0, nats_url=args.nats_url, workers=args.workers, namespace=namespace)
         bus = await start_bus(args.nats_url) if args.nats_url else None
-        controller = Controller(settings, kube, namespace=namespace, queue=queue, bus=bus, requester=bus)
+        # An SDK tracer provider as the service has (valid trace ids: claim roots written at creation).
+        controller = Controller(settings, kube, namespace=namespace, queue=queue, bus=bus, requester=bus,
+                                tracer_provider=TracerProvider())
         task = asyncio.create_task(controller.run(), name="claim-controller")
     observer = Observer(kube, namespace, args.claims_per_pod)
     semaphore = asyncio.Semaphore(CONCURRENT_WRITES)

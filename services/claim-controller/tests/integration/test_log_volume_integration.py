@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 from cc_kit import Kit, eventually, pod, template
+from opentelemetry.sdk.trace import TracerProvider
 from structlog.testing import capture_logs
 
 from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
@@ -19,7 +20,8 @@ pytestmark = pytest.mark.integration
 
 async def test_a_pods_claim_from_creation_to_deletion_logs_no_info_line(kit: Kit) -> None:
     await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
-    await kit.start_controller()
+    # Traced as in production (valid trace ids): the claim's root is written when it is created.
+    await kit.start_controller(tracer_provider=TracerProvider())
     with capture_logs() as logs:
         p = await kit.create(PODS, pod("job", {"gpu": {"resourceClaimTemplateName": "t"}}))
 
