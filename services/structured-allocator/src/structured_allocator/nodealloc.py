@@ -19,6 +19,15 @@ kube-scheduler's DynamicResources plugin does (v1.37.1 ``nodeallocatabledynamicr
 * :func:`mapped` — whether an allocation has a device with a *mapping*; such a claim cannot be shared by
   two pods (an overhead-only claim can).
 
+Which device a result is on a candidate node is the caller's look-up (``nodealloc_plan.device_lookup``,
+upstream ``filterSlicesForNode`` + ``getDeviceFromSlices``): it raises :class:`NodeAllocatableError` for
+a device that is not found among the slices reaching the node or, in a ``perDeviceNodeSelection``
+slice, does not match the node itself. As upstream, a claim counts when one of its devices found that
+way carries such resources; then every one of its devices must be found, and a ``capacityKey`` mapping
+needs the result's ``consumedCapacity`` (present without the key: nothing is added). Those errors are
+the plugin's Filter error status: the attempt for the pod fails with the message (a
+:class:`~.core.AllocationError`, reported as broken input).
+
 Pure; devices are looked up through a callable (the allocator's SliceIndex). Table-tested in
 ``tests/test_nodealloc.py``.
 """
@@ -29,14 +38,27 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
+from .core import AllocationError
 from .core.quantity import Quantity, QuantityError, parse_quantity
 
-__all__ = ["DeviceOf", "claim_statuses", "dra_requests", "fit_reasons", "mapped"]
+__all__ = ["DeviceOf", "NodeAllocatableError", "claim_statuses", "dra_requests", "fit_reasons", "mapped"]
 
 GATE = "DRANodeAllocatableResources"
 STATUS_FIELD = "nodeAllocatableResourceClaimStatuses"
 DeviceOf = Callable[[Mapping[str, Any]], "Mapping[str, Any] | None"]  # allocation result -> device spec
 _CHECKED = ("cpu", "memory", "ephemeral-storage")
+
+
+class NodeAllocatableError(AllocationError):
+    """A pod's node-allocatable DRA share cannot be computed on a node (upstream: the Filter's error
+    status): a device not found or not matching the node, a capacity mapping without consumed capacity."""
+
+
+def _lenient(device_of: DeviceOf, result: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    try:
+        return device_of(result)
+    except NodeAllocatableError:
+        return None
 
 
 def _q(text: Any) -> Quantity | None:
@@ -61,18 +83,32 @@ def _resources(device: Mapping[str, Any] | None) -> Mapping[str, Any]:
 def mapped(allocation: Mapping[str, Any] | None, device_of: DeviceOf) -> bool:
     """Whether a device of ``allocation`` maps a node resource (such a claim is one pod's only)."""
     return any(spec.get("mapping")
-               for r in _results(allocation) for spec in _resources(device_of(r)).values())
+               for r in _results(allocation) for spec in _resources(_lenient(device_of, r)).values())
 
 
-def _claim_totals(allocation: Mapping[str, Any], device_of: DeviceOf
+def _claim_totals(claim: Mapping[str, Any], allocation: Mapping[str, Any], device_of: DeviceOf
                   ) -> tuple[dict[str, Quantity], dict[str, dict[str, Quantity]]]:
     mapping: dict[str, Quantity] = {}
     overhead: dict[str, dict[str, Quantity]] = {}
+    meta = claim.get("metadata") or {}
+    claim_name = str(meta.get("name", ""))
+    where = f"claim {meta.get('namespace', '')}/{claim_name}"
     for result in _results(allocation):
-        for name, spec in _resources(device_of(result)).items():
+        device_name = result.get("device", "")
+        try:
+            device = device_of(result)
+        except NodeAllocatableError as exc:
+            raise NodeAllocatableError(f"{where}, device {device_name}, driver {result.get('driver', '')}: "
+                                       f"{exc}", claim=claim_name) from exc
+        for name, spec in _resources(device).items():
             m = spec.get("mapping") or {}
             if m.get("capacityKey"):
-                consumed = _q((result.get("consumedCapacity") or {}).get(m["capacityKey"]))
+                if not result.get("consumedCapacity"):
+                    raise NodeAllocatableError(
+                        f"{where}, device {device_name}: consumedCapacity is not set, but capacity key "
+                        f"'{m['capacityKey']}' is set in nodeAllocatableResources for resource {name}",
+                        claim=claim_name)
+                consumed = _q(result["consumedCapacity"].get(m["capacityKey"]))
                 factor = _q(m.get("capacityMultiplier", "1"))
                 if consumed is not None and factor is not None:
                     _add(mapping, name, Quantity(consumed.value * factor.value, consumed.format))
@@ -106,7 +142,11 @@ def claim_statuses(pod: Mapping[str, Any],
     containers = _containers_by_claim(pod)
     statuses: dict[str, dict[str, Any]] = {}
     for pod_claim, claim, allocation in claims:
-        mapping, overhead = _claim_totals(allocation, device_of)
+        # A claim counts when a device of it, as found for the node, carries such resources (upstream's
+        # first pass, which skips what it cannot find); then every device of it must be found.
+        if not any(_resources(_lenient(device_of, r)) for r in _results(allocation)):
+            continue
+        mapping, overhead = _claim_totals(claim, allocation, device_of)
         if not mapping and not overhead:
             continue
         name = claim["metadata"]["name"]

@@ -20,24 +20,53 @@ from typing import Any
 from draflow_runtime.dra import is_reserved_for_pod_or_group, pod_claims
 from draflow_runtime.kube import PODS, KubeClient
 
-from .core import SliceIndex
+from .core import AllocationError, SliceIndex
+from .core.nodesel import node_matches
+from .core.pools import PreparedSlice
 from .explain_http import PodExplanation
-from .nodealloc import STATUS_FIELD, claim_statuses, dra_requests, fit_reasons, mapped
+from .nodealloc import STATUS_FIELD, NodeAllocatableError, claim_statuses, dra_requests, fit_reasons, mapped
 from .nodefit import NodeUsage, PodDemand, units
 from .scoring import Candidate
 
 __all__ = ["NodeAllocatableCheck", "admit", "clear", "device_lookup", "record", "shared_mapped_claim"]
 
 
-def device_lookup(slices: SliceIndex) -> Any:
-    """Allocation result -> the device's spec in the pool's current slices (None when gone)."""
+def _matches(node: Mapping[str, Any], name: str | None, all_nodes: bool,
+             selector: Mapping[str, Any] | None) -> bool:
+    try:
+        return node_matches(node, name, all_nodes, selector)
+    except AllocationError:
+        return False  # a selector upstream cannot parse matches nothing there either
 
-    def device_of(result: Mapping[str, Any]) -> Mapping[str, Any] | None:
-        for s in slices.pool_slices((result.get("driver", ""), result.get("pool", ""))):
+
+def _reaches(s: PreparedSlice, node: Mapping[str, Any]) -> bool:
+    """Upstream ``filterSlicesForNode``: the slice is the node's, for all nodes, selects it, or selects
+    per device (each device checked on its own)."""
+    if s.node_name or s.all_nodes or s.node_selector is not None:
+        return _matches(node, s.node_name, s.all_nodes, s.node_selector)
+    return s.per_device
+
+
+def device_lookup(slices: SliceIndex, node: Mapping[str, Any] | None = None) -> Any:
+    """Allocation result -> the device's spec (upstream ``getDeviceFromSlices``): among the slices of its
+    pool that reach ``node`` (all of them when None); a device of a ``perDeviceNodeSelection`` slice must
+    match ``node`` itself. Not found or not matching: :class:`~.nodealloc.NodeAllocatableError`."""
+    node_name = ((node or {}).get("metadata") or {}).get("name", "")
+
+    def device_of(result: Mapping[str, Any]) -> Mapping[str, Any]:
+        driver, pool, name = result.get("driver", ""), result.get("pool", ""), result.get("device", "")
+        for s in slices.pool_slices((driver, pool)):
+            if node is not None and not _reaches(s, node):
+                continue
             for device in (s.raw.get("spec") or {}).get("devices") or ():
-                if device.get("name") == result.get("device"):
-                    return device  # type: ignore[no-any-return]
-        return None
+                if device.get("name") != name:
+                    continue
+                if node is not None and s.per_device and not _matches(
+                        node, device.get("nodeName"), bool(device.get("allNodes")),
+                        device.get("nodeSelector")):
+                    raise NodeAllocatableError(f"device {name} does not match node {node_name}")
+                return device  # type: ignore[no-any-return]
+        raise NodeAllocatableError(f"device {name} not found in pool {pool} for driver {driver}")
 
     return device_of
 
@@ -63,8 +92,7 @@ class NodeAllocatableCheck:
     def __init__(self, pod: Mapping[str, Any], demand: PodDemand, usage: NodeUsage, slices: SliceIndex,
                  allocated: Sequence[tuple[Mapping[str, Any], Mapping[str, Any]]],
                  to_allocate: Sequence[Mapping[str, Any]]) -> None:
-        self.pod, self.demand, self.usage = pod, demand, usage
-        self.device_of = device_lookup(slices)
+        self.pod, self.demand, self.usage, self.slices = pod, demand, usage, slices
         by_name = {pc.claim_name: pc.name for pc in pod_claims(pod) if pc.claim_name}
         self.allocated = [(by_name.get(c["metadata"]["name"], ""), c, a) for c, a in allocated]
         self.to_allocate = [(by_name.get(c["metadata"]["name"], ""), c) for c in to_allocate]
@@ -75,7 +103,7 @@ class NodeAllocatableCheck:
         the claims to allocate, in order (more, e.g. the extended-resource claim's, are ignored)."""
         new = ((n, c, a) for (n, c), a in zip(self.to_allocate, allocations, strict=False))
         claims = [*self.allocated, *new]
-        statuses = claim_statuses(self.pod, claims, self.device_of)
+        statuses = claim_statuses(self.pod, claims, device_lookup(self.slices, node))
         if not statuses:
             return [], []
         requests = dict(self.demand.requests)
