@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from draflow_runtime import featuregates
-from draflow_runtime.settings import ServiceSettings
+from draflow_runtime.settings import FeatureGatesSettings, ServiceSettings
 
 __all__ = ["Settings"]
 
 
-class Settings(ServiceSettings):
+class Settings(ServiceSettings, FeatureGatesSettings):
     """claim-controller: ResourceClaims for pods from templates through to deletion."""
 
     model_config = SettingsConfigDict(env_prefix="DRAFLOW_CLAIM_CONTROLLER_")
@@ -69,17 +68,6 @@ class Settings(ServiceSettings):
         "separated; the DRA gates and GenericWorkload); unset gates keep draflow's defaults (those of its "
         "test environment). DRAWorkloadResourceClaims: claims of PodGroups (scheduling.k8s.io/v1beta1).",
     )
-
-    @field_validator("feature_gates")
-    @classmethod
-    def _gates(cls, value: str) -> str:
-        featuregates.parse(value)  # ValueError names the bad entry
-        return value
-
-    @property
-    def gates(self) -> dict[str, bool]:
-        """Every gate's value (:mod:`draflow_runtime.featuregates`)."""
-        return featuregates.parse(self.feature_gates)
 
     @property
     def pod_groups(self) -> bool:
