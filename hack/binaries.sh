@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (once) and cache the infrastructure binaries draflow runs locally:
-#   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt
+#   kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt, promtool
 # and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
 # (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources);
 # and, for a real node (`hack/binaries.sh ensure-node`, NODE_SET below, at the lowest CPU priority):
@@ -35,6 +35,7 @@ version_of() {
     nats-server) echo "$NATS_SERVER_VERSION" ;;
     jaeger) echo "$JAEGER_VERSION" ;;
     kustomize) echo "$KUSTOMIZE_VERSION" ;;
+    promtool) echo "$PROMETHEUS_VERSION" ;;
     kubelet | kube-scheduler | kube-controller-manager | kubectl) echo "$KUBERNETES_VERSION" ;;
     pause) echo "$(cat "$here"/pause/{go.mod,main.go} | sha256sum | cut -c1-12)" ;;
     containerd) echo "$CONTAINERD_VERSION" ;;
@@ -210,6 +211,9 @@ build_one() {
     kubelet-checkpoint) build_kubelet_checkpoint ;;
     pause) build_pause ;;
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
+    # promtool checks and unit-tests the alert rules of deploy/kustomize/components/monitoring.
+    promtool) consumer_build promtool github.com/prometheus/prometheus "$PROMETHEUS_VERSION" github.com/prometheus/prometheus/cmd/promtool \
+      "-s -w -X github.com/prometheus/common/version.Version=$PROMETHEUS_VERSION" ;;
     # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build), and the checksum
     # database pass-through answers 404 for its github.com/tilt-dev/starlark-lsp pseudo-version.
     # Tilt: cgo for its Starlark language server (go-tree-sitter has no pure-Go build); the checksum database
@@ -224,7 +228,7 @@ build_one() {
   flock -u "$lock_fd"
 }
 
-DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint)
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint promtool)
 # What a real node needs (draflow_testenv's ClusterEnvironment, `make e2e`): built at the lowest CPU priority.
 NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager kubectl containerd cni-plugins)
 

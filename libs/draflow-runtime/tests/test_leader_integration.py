@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from draflow_runtime.kube import LEASES, KubeClient
 from draflow_runtime.leader import LeaderElector
@@ -153,3 +154,30 @@ async def test_run_forever_campaigns_again_after_leading_ends_and_returns_after_
         await task  # returns after stop() instead of campaigning again
     assert terms == 3
     assert not (await lease_spec(kube, namespace)).get("holderIdentity")
+
+
+async def test_leader_election_master_status_is_one_only_while_leading(
+    kube: KubeClient, make_namespace: Callable[..., Awaitable[str]]
+) -> None:
+    namespace = await make_namespace("leader")
+
+    def status() -> float | None:
+        return REGISTRY.get_sample_value("leader_election_master_status", {"name": "gauge-lock"})
+
+    elector = LeaderElector(kube, namespace=namespace, name="gauge-lock", identity="only",
+                            lease_duration=LEASE_DURATION, renew_deadline=RENEW_DEADLINE,
+                            retry_period=RETRY_PERIOD)
+    assert status() == 0
+    leading = asyncio.Event()
+
+    async def lead() -> None:
+        leading.set()
+        await asyncio.Event().wait()
+
+    task = asyncio.create_task(elector.run(lead))
+    async with asyncio.timeout(10):
+        await leading.wait()
+    assert status() == 1
+    await elector.stop()
+    await task
+    assert status() == 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from helpers import allocate, claim, device_class, eventually, pod, validate_cdi
+from prometheus_client import REGISTRY
 from shimenv import DRIVER, Env, _gone, _running
 
 from draflow_runtime.kube import EVENTS, NODES, PODS, RESOURCE_CLAIMS
@@ -159,8 +160,14 @@ async def test_shared_claim_is_unprepared_only_when_its_last_pod_ends(env: Env, 
     await eventually(lambda: not spec.exists())
 
 
+def _claim_operations(result: str) -> float:
+    labels = {"operation": "prepare", "driver": DRIVER, "result": result}
+    return REGISTRY.get_sample_value("draflow_shim_claim_operations_total", labels) or 0.0
+
+
 async def test_invalid_opaque_config_fails_only_that_claim(env: Env, make_namespace: Any) -> None:
     ns = await make_namespace("shim")
+    failed_before, ok_before = _claim_operations("error"), _claim_operations("ok")
     await env.start_shim()
     cls = await device_class(env.kube, DRIVER)
     good = await claim(env.kube, ns, "good", cls)
@@ -194,6 +201,9 @@ async def test_invalid_opaque_config_fails_only_that_claim(env: Env, make_namesp
     assert state.claims[good["metadata"]["uid"]].drivers[DRIVER][0].device_name == "gpu-0"
     assert state.claims[bad["metadata"]["uid"]].drivers[DRIVER] == []
     assert (await env.kube.get(PODS, "p", namespace=ns))["status"].get("phase") == "Pending"
+    # each attempt counts the bad claim as a failed prepare, the good one as prepared once
+    assert _claim_operations("error") > failed_before
+    assert _claim_operations("ok") > ok_before
 
 
 async def test_run_duration_finishes_the_pod_and_unprepares(env: Env, make_namespace: Any) -> None:

@@ -11,6 +11,11 @@
 
 ``renew_deadline`` must be shorter than ``lease_duration`` so a leader that cannot renew stops acting
 before anyone else can take over.
+
+``leader_election_master_status{name=<lease>}`` is 1 while this candidate leads and 0 otherwise: the gauge
+client-go's leader election exports, so the alerts people have for kube-controller-manager and
+kube-scheduler work for draflow's controllers too (a service without ``--leader-elect`` sets it to 1 for as
+long as it runs; :meth:`draflow_runtime.servicecontext.ServiceContext.lead`).
 """
 
 from __future__ import annotations
@@ -26,16 +31,23 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 import structlog
+from prometheus_client import Gauge
 
 from .errors import AlreadyExists, ApiError, Conflict, NotFound, TransportError
 from .kube import LEASES, KubeClient
+from .metrics import registered_collector
 
 if TYPE_CHECKING:
     from .settings import ServiceSettings
 
-__all__ = ["LeaderElector"]
+__all__ = ["LEADING", "LeaderElector"]
 
 log = structlog.get_logger(__name__)
+
+LEADING = registered_collector(
+    Gauge, "leader_election_master_status",
+    "1 while this process leads the Lease 'name' (or runs without leader election), else 0.", ["name"],
+)
 
 _JITTER = 1.2  # client-go JitterUntil factor for the acquire loop
 
@@ -74,6 +86,8 @@ class LeaderElector:
         self._observed_time = 0.0
         self._observed_holder = ""
         self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
+        self._leading = LEADING.labels(name)
+        self._leading.set(0)
 
     @classmethod
     def from_settings(cls, kube: KubeClient, settings: ServiceSettings) -> LeaderElector:
@@ -115,6 +129,7 @@ class LeaderElector:
             if not await self._acquire():
                 return
             self._is_leader = True
+            self._leading.set(1)
             self._log.info("became leader")
             leading = asyncio.ensure_future(on_started_leading())
             await self._renew(leading)
@@ -124,6 +139,7 @@ class LeaderElector:
         finally:
             was_leader = self._is_leader
             self._is_leader = False
+            self._leading.set(0)
             if leading is not None:
                 leading.cancel()
                 await asyncio.wait({leading})

@@ -35,7 +35,7 @@ from .bus import EventBus
 from .busauth import NatsSecurity
 from .httpauth import DelegatedAuth, auth_applies
 from .kube import KubeClient
-from .leader import LeaderElector
+from .leader import LEADING, LeaderElector
 from .log import get_logger
 from .observability import ObservabilityServer, ReadyCheck, RouteHandler
 from .settings import ServiceSettings
@@ -168,6 +168,7 @@ class ServiceContext:
         """Run ``term()`` — once, or with ``--leader-elect`` for every leadership term won (the lease is
         released at shut-down). Returns when ``term`` returns (no election) or is cancelled."""
         if not self.settings.leader_elect:
+            LEADING.labels(self.settings.leader_election_id).set(1)
             await term()
             return
         self.elector = LeaderElector.from_settings(self.kube, self.settings)

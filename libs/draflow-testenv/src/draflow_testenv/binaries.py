@@ -20,6 +20,7 @@ VERSION_KEYS = {
     "nats-server": "NATS_SERVER_VERSION",
     "jaeger": "JAEGER_VERSION",
     "kustomize": "KUSTOMIZE_VERSION",
+    "promtool": "PROMETHEUS_VERSION",
     "tilt": "TILT_VERSION",
     "kubelet": "KUBERNETES_VERSION",
     "kube-scheduler": "KUBERNETES_VERSION",

@@ -4,8 +4,10 @@
 prepare returned in each claim's :class:`~kubelet_dra_shim.checkpoint.ClaimInfo`, publishes the claim
 events, and turns per-claim errors (and a missing driver, a failed call) into :class:`ClaimFailure` values:
 a failure fails only its claim. Every call is a CLIENT span with the trace context in the gRPC metadata,
-timed in ``draflow_shim_dra_operation_duration_seconds``. The caller (:class:`~kubelet_dra_shim.manager.
-NodeManager`) holds the locks of the claims and owns the checkpoint.
+timed in ``draflow_shim_dra_operation_duration_seconds``; every claim's outcome (a missing driver and a
+failed call count as an error of each claim) is counted in ``draflow_shim_claim_operations_total``. The
+caller (:class:`~kubelet_dra_shim.manager.NodeManager`) holds the locks of the claims and owns the
+checkpoint.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import grpc
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
-from prometheus_client import Histogram
+from prometheus_client import Counter, Histogram
 
 from draflow_runtime import tracing
 from draflow_runtime.log import get_logger
@@ -36,6 +38,21 @@ OPERATION_DURATION = registered_collector(
     ["operation", "driver", "outcome"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 45.0),
 )
+
+# No node label: in fleet mode that would be a thousand series per driver.
+CLAIM_OPERATIONS = registered_collector(
+    Counter,
+    "draflow_shim_claim_operations_total",
+    "Claims prepared or unprepared through a driver, by operation (prepare|unprepare) and result (ok|error).",
+    ["operation", "driver", "result"],
+)
+
+
+def _count(operation: str, driver: str, total: int, failed: int) -> None:
+    if failed:
+        CLAIM_OPERATIONS.labels(operation, driver, "error").inc(failed)
+    if total > failed:
+        CLAIM_OPERATIONS.labels(operation, driver, "ok").inc(total - failed)
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,13 @@ class DriverCalls:
         self, driver: str, infos: list[ClaimInfo], pod_key: str
     ) -> dict[str, ClaimFailure]:
         """One NodePrepareResources for ``infos``; record devices; return failures by claim UID."""
+        failures = await self._prepare(driver, infos, pod_key)
+        _count("prepare", driver, len(infos), len(failures))
+        return failures
+
+    async def _prepare(
+        self, driver: str, infos: list[ClaimInfo], pod_key: str
+    ) -> dict[str, ClaimFailure]:
         plugin = self.store.get(driver)
         if plugin is None:
             msg = f"DRA driver {driver} is not registered on node {self.node}"
@@ -136,6 +160,11 @@ class DriverCalls:
 
     async def unprepare(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
         """One NodeUnprepareResources; a claim whose driver succeeded forgets that driver."""
+        failures = await self._unprepare(driver, infos)
+        _count("unprepare", driver, len(infos), len(failures))
+        return failures
+
+    async def _unprepare(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
         plugin = self.store.get(driver)
         if plugin is None:
             msg = f"DRA driver {driver} is not registered on node {self.node}"

@@ -4,7 +4,8 @@ leadership term.
 
 Only the leader runs informers, decisions and writes, and only the leader is connected to NATS for the
 ``draflow.allocator.allocate`` responder and the pool nudges (a bus per leadership term, so a standby
-replica never answers). A new leader rebuilds the in-use devices from the claims' ``status.allocation``
+replica never answers). The per-pool and waiting-claim gauges (:mod:`.poolmetrics`) read the current
+leader's state at scrape time. A new leader rebuilds the in-use devices from the claims' ``status.allocation``
 (every allocated claim counts, bound or not), so a failover loses no device and gives none twice.
 """
 
@@ -14,6 +15,7 @@ from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
 
 from .explain_http import ExplanationStore
+from .poolmetrics import POOL_METRICS, AllocationLatency
 from .poolstatus_controller import pool_status_answers
 from .responder import AllocateResponder
 from .scheduler import COMPONENT, Scheduler
@@ -29,6 +31,7 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
                               explanations=explanations)
         current.append(scheduler)
         web.attach(scheduler.state, bus if bus.enabled else None)
+        AllocationLatency(scheduler.state)
         try:
             if bus.enabled:
                 await bus.serve(settings.allocate_subject, AllocateResponder(scheduler).handle,
@@ -49,6 +52,7 @@ async def serve(settings: Settings) -> None:
         explanations = ExplanationStore(settings.explanations_kept)
         web = WebView(explanations, jaeger_url=settings.ui_jaeger_url)
         current: list[Scheduler] = []
+        POOL_METRICS.source = lambda: current[-1].state if current else None
         await svc.serve_http(ready=lambda: svc.standby or (bool(current) and current[-1].synced),
                              routes=[*explanations.routes(), *web.routes()])
         await svc.lead(lambda: lead(svc, settings, explanations, current, web))
