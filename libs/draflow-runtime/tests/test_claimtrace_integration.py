@@ -103,3 +103,17 @@ async def test_a_stale_copy_without_a_trace_is_rooted_from_a_fresh_read(
     after = await kube.get(RESOURCE_CLAIMS, "mine", ns)
     assert after["metadata"]["labels"] == {"team": "a"} and traceparent(after) == traceparent(result.claim)
     assert [s.name for s in exporter.get_finished_spans()] == [ROOT_SPAN]
+
+
+async def test_with_tracing_off_nothing_is_written(kube: KubeClient, make_namespace: MakeNamespace) -> None:
+    """OTEL_SDK_DISABLED or no provider: spans have no valid context, so there is no root to record; the
+    claim is not patched and the caller is not told it rooted one (it would try on every reconcile)."""
+    ns = await make_namespace("claimtrace")
+    claim = await user_claim(kube, ns)
+
+    result = await ensure_claim_trace(kube, trace.NoOpTracer(), claim, field_manager=MANAGER,
+                                      service="claim-controller")
+
+    assert not result.rooted and not has_trace(result.claim)
+    after = await kube.get(RESOURCE_CLAIMS, "mine", ns)
+    assert after["metadata"]["resourceVersion"] == claim["metadata"]["resourceVersion"]

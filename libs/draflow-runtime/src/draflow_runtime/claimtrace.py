@@ -21,7 +21,8 @@ first, runs :func:`ensure_claim_trace`. Both may run it at the same moment; only
 The caller's spans made before the root existed (the allocator decides before it writes) are not lost:
 the caller links them from its first span in the claim's trace (``links`` of :class:`ClaimTrace`).
 
-Idempotent: a claim with an annotation is never written. An ambiguous failure (time-out: the write may
+Idempotent: a claim with an annotation is never written; with tracing off (no valid span context)
+nothing is written either. An ambiguous failure (time-out: the write may
 have landed) ends the span with an error status, so its trace is not lost either; the next run adopts
 whatever the claim carries.
 """
@@ -98,6 +99,8 @@ async def ensure_claim_trace(kube: KubeClient, tracer: trace.Tracer, claim: Obj,
             "k8s.namespace.name": namespace, "k8s.resourceclaim.name": name,
             "k8s.resourceclaim.uid": uid, "draflow.first_seen_by": service,
         })
+        if not span.get_span_context().is_valid:  # tracing off (OTEL_SDK_DISABLED, no provider):
+            return ClaimTrace(Context(), current, rooted=False)  # nothing to write, never a no-op PATCH
         ctx = trace.set_span_in_context(span, Context())
         annotations = inject_into_annotations({}, ctx)
         patch = {"metadata": {"uid": uid, "resourceVersion": current["metadata"]["resourceVersion"],

@@ -85,7 +85,7 @@ async def _root_trace(ctx: Context, claim: Obj) -> Obj:
                                       service="claim-controller")
     if result.rooted:
         ctx.mutations.mutated(result.claim)
-        log.info("claim trace started", traceID=result.trace_id)
+        log.debug("claim trace started", traceID=result.trace_id)  # per claim: debug, as the others
     return result.claim
 
 
