@@ -15,14 +15,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cc_kit import Kit, eventually, http_get, metric, pod, template
+from cc_kit import DRIVER, Kit, eventually, http_get, metric, pod, template
+from test_taint_eviction_integration import TAINT, cluster_object, eviction_events, running_on, terminating
 
 from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from claim_controller.sharding import pod_shard_key
-from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
+from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from draflow_runtime.shards import shard_of
 from draflow_testenv.environment import Environment
 from draflow_testenv.servers import free_port
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -149,3 +151,30 @@ async def test_a_claim_the_previous_holder_just_created_is_found_not_made_again(
     owned = [c for c in await kit.claims()
              if any(r["uid"] == p["metadata"]["uid"] for r in c["metadata"].get("ownerReferences") or ())]
     assert [c["metadata"]["name"] for c in owned] == [orphan["metadata"]["name"]]
+
+
+async def test_only_the_holder_of_shard_0_evicts_and_stops_when_it_gives_it_up(kit: Kit) -> None:
+    """Device-taint eviction is one unit of work: nobody evicts while shard 0 has no holder, its holder
+    evicts once (one Event), and giving the shard up stops the eviction runner."""
+    node = f"node-{kit.namespace}"
+    holder = await kit.start_controller(shards=2)
+    other = await kit.start_controller(shards=2)
+    await other.shard_acquired(1)
+    await running_on(kit, "victim", node, "gpu-0")
+    tainted = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": f"slice-{kit.namespace}"},
+               "spec": {"driver": DRIVER, "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "gpu-0", "taints": [TAINT]}]}}
+    async with cluster_object(kit, RESOURCE_SLICES, tainted):
+        async def untouched() -> bool:
+            return await terminating(kit, "victim") is None
+        await consistently(untouched, 1.0, "no eviction while nobody holds shard 0")
+
+        await holder.shard_acquired(0)
+        await eventually(lambda: terminating(kit, "victim"), what="the holder of shard 0 evicts")
+        assert await eviction_events(kit, "victim") == ["Marking for deletion"]
+        assert other._eviction_task is None
+
+        await holder.shard_lost(0)
+        assert holder._eviction_task is None and 0 not in holder.held
