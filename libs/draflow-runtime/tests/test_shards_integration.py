@@ -23,14 +23,15 @@ class Replica:
     """One coordinator; records its shards and checks, when one goes, that the Lease is still its own
     (the work stops before the Lease is released)."""
 
-    def __init__(self, kube: KubeClient, namespace: str, identity: str, owners: dict[int, set[str]]) -> None:
+    def __init__(self, kube: KubeClient, namespace: str, identity: str, owners: dict[int, set[str]],
+                 shards: int = SHARDS) -> None:
         self.identity = identity
         self.kube = kube
         self.namespace = namespace
         self.owners = owners
         self.acquired: list[int] = []
         self.lost_while_lease_held: list[bool] = []
-        self.coordinator = ShardCoordinator(kube, namespace, "ctl", SHARDS, identity,
+        self.coordinator = ShardCoordinator(kube, namespace, "ctl", shards, identity,
                                             on_acquired=self._acquired, on_lost=self._lost, **TIMING)
         self.task: asyncio.Task[None] | None = None
 
@@ -94,3 +95,31 @@ async def test_two_replicas_split_the_shards_and_one_takes_all_when_the_other_le
         await b.stop()
     assert overlaps == [], "a shard was held by two replicas at once"
     assert all(b.lost_while_lease_held)
+
+
+async def test_a_replica_beyond_the_shard_count_stands_by_until_a_slot_frees_up(
+    kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+) -> None:
+    ns = await make_namespace("shards")
+    owners: dict[int, set[str]] = {}
+    replicas = [Replica(kube, ns, f"replica-{i}", owners, shards=2) for i in range(3)]
+    for replica in replicas:
+        replica.start()
+    try:
+        def two_working() -> Any:
+            held = [r.coordinator.held for r in replicas]
+            return sorted(len(h) for h in held) == [0, 1, 1] and set().union(*held) == {0, 1}
+        await eventually(two_working, timeout=60, what="two replicas hold a shard each, one stands by")
+        standby = next(r for r in replicas if not r.coordinator.held)
+        assert standby.acquired == []
+
+        leaving = next(r for r in replicas if r is not standby)
+        await leaving.stop()
+        await eventually(lambda: standby.coordinator.held, timeout=30,
+                         what="the standby takes a member slot and a shard")
+        rest = [r for r in replicas if r is not leaving]
+        assert set().union(*(r.coordinator.held for r in rest)) == {0, 1}
+    finally:
+        for replica in replicas:
+            await replica.stop()
+    assert all(len(o) <= 1 for o in owners.values())
