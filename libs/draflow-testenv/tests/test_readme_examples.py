@@ -21,6 +21,7 @@ import pytest
 from draflow_testenv.binaries import repo_root
 
 SOURCE_LINE = "source .draflow/env.sh"
+ONE_SHOT = {"status", "explain", "describe", "events", "trace"}  # subcommands that answer and exit
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 FAILURE_MARKERS = ("not found", "has no", "Traceback", "no answer", "no spans in Jaeger")
 
@@ -41,6 +42,9 @@ def test_the_readme_lists_the_examples_this_test_runs() -> None:
     commands = readme_commands()
     subcommands = {shlex.split(c)[1 if c.startswith("draflow") else 2] for c in commands}
     assert {"status", "explain", "describe", "events", "trace"} <= subcommands, commands
+    # A command this test does not know may not end by itself (``draflow ui`` serves until Ctrl-C):
+    # teach problems_of / run_in_shell how to check it before the README shows it here.
+    assert subcommands <= ONE_SHOT, f"README example(s) {sorted(subcommands - ONE_SHOT)} not checked here"
     assert any(c.startswith("kubectl draflow ") for c in commands), commands
 
 
