@@ -151,3 +151,26 @@ async def test_trace_prints_the_claims_span_tree_from_jaeger(
     assert lines[3].startswith("   ├─ write claim [structured-allocator]")
     assert lines[4].startswith("   └─ bind pod [structured-allocator]")
     assert lines[-1] == f"{testenv.jaeger_query_url.rstrip('/')}/trace/{trace_id}"
+
+
+async def test_trace_of_a_missing_or_untraced_claim_exits_1_with_the_reason_on_stderr(
+    testenv: Any, kube: KubeClient, make_namespace: Any
+) -> None:
+    """As kubectl: what was asked for is not there → exit 1, one line on stderr, nothing on stdout."""
+    ns = await make_namespace("cli-trace-missing")
+    await allocated_claim(kube, ns, "untraced", "", "", "")
+
+    async def draflow(*argv: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "draflow_cli", "--kubeconfig", str(testenv.kubeconfig),
+            "--jaeger-url", testenv.jaeger_query_url, *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode is not None
+        return proc.returncode, out.decode(), err.decode()
+
+    missing = await draflow("trace", f"{ns}/missing")
+    assert missing == (1, "", f"draflow trace: claim {ns}/missing not found\n")
+    code, out, err = await draflow("trace", f"{ns}/untraced")
+    assert (code, out) == (1, "")
+    assert err.startswith(f"draflow trace: claim {ns}/untraced has no draflow.dev/traceparent annotation")

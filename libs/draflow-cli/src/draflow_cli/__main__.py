@@ -164,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         out = asyncio.run(run(args))
     except KeyboardInterrupt:
         return 130
+    except LookupError as exc:  # what was asked for is not there: kubectl's NotFound, exit 1
+        print(f"draflow {args.command}: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 1
     except Exception as exc:  # a CLI: one line, no traceback
         print(f"draflow {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -135,12 +135,14 @@ async def fetch_trace(jaeger_url: str, trace_id: str, *, wait: float = 0.0, min_
 
 
 async def run(kube: KubeClient, jaeger_url: str, namespace: str, name: str, *, wait: float = 0.0) -> str:
+    """The claim's span tree; ``LookupError`` (the CLI exits 1, as kubectl does) when the claim is not there
+    or has no trace yet."""
     try:
         claim = await kube.get(RESOURCE_CLAIMS, name, namespace=namespace)
     except NotFound:
-        return f"claim {namespace}/{name} not found"
+        raise LookupError(f"claim {namespace}/{name} not found") from None
     trace_id = trace_id_of(claim)
     if not trace_id:
-        return f"claim {namespace}/{name} has no {TRACEPARENT_ANNOTATION} annotation"
+        raise LookupError(f"claim {namespace}/{name} has no {TRACEPARENT_ANNOTATION} annotation (no trace)")
     doc = await fetch_trace(jaeger_url, trace_id, wait=wait)
     return format_tree(trace_id, build_tree(doc or {}), jaeger_url)
