@@ -1,13 +1,15 @@
 """Benchmark: NodePrepareResources round trips and the shim's prepare throughput.
 
     python services/kubelet-dra-shim/bench/prepare.py [--kubeconfig PATH] [--calls 300] [--pods 200]
-                                                      [--fleet-nodes 100]
+                                                      [--fleet-nodes 100] [--root /tmp]
 
 Without ``--kubeconfig`` it starts the real local environment (draflow_testenv). The driver is the real
 ``reference-driver`` as a subprocess (it reads each claim from the API server, as drivers do).
 
 1. **Round trip**: ``NodePrepareResources`` + ``NodeUnprepareResources`` for one claim at a time over the
-   unix socket, measured at the client (the shim's ``Plugin`` stub): p50 / p99 in milliseconds.
+   unix socket, measured at the client (the shim's ``Plugin`` stub): p50 / p99 in milliseconds, and the
+   driver process's CPU time per prepare + unprepare pair (from /proc: what the machine's load does not
+   inflate the way it inflates latency).
 2. **Throughput, one node**: ``NodeManager.prepare_pod`` for ``--pods`` pods (one allocated claim each),
    8 at a time, as the shim's workers do: live claim GET, checkpoint before and after, the RPC.
 3. **Throughput, fleet**: the same over ``--fleet-nodes`` nodes served by one driver process.
@@ -47,6 +49,12 @@ from kubelet_dra_shim.registration import registration_watcher
 DRIVER = "gpu.draflow.example"
 VENV_BIN = Path(sys.executable).parent
 GPUS = 256  # devices per node: every bench claim gets its own device
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -146,7 +154,11 @@ async def make_pods(kube: KubeClient, ns: str, cls: str, placements: list[tuple[
     return list(await asyncio.gather(*(one(p) for p in placements)))
 
 
-async def round_trips(kube: KubeClient, ns: str, cls: str, root: Path, calls: int) -> list[float]:
+async def round_trips(
+    kube: KubeClient, ns: str, cls: str, root: Path, calls: int, driver_pid: int
+) -> tuple[list[float], float]:
+    """Client-side seconds of each NodePrepareResources, and the driver's CPU seconds per
+    NodePrepareResources + NodeUnprepareResources pair."""
     node = "bench-rt"
     store = await register(root, node)
     plugin = store.get(DRIVER)
@@ -155,6 +167,7 @@ async def round_trips(kube: KubeClient, ns: str, cls: str, root: Path, calls: in
     m = plugin.messages
     stub = plugin.stub()
     samples = []
+    cpu0 = cpu_seconds(driver_pid)
     for pod in pods:
         claim = await kube.get(RESOURCE_CLAIMS, pod["metadata"]["name"], namespace=ns)
         req_claim = m.Claim(namespace=ns, uid=claim["metadata"]["uid"], name=claim["metadata"]["name"])
@@ -163,8 +176,9 @@ async def round_trips(kube: KubeClient, ns: str, cls: str, root: Path, calls: in
         samples.append(time.perf_counter() - t0)
         assert not resp.claims[req_claim.uid].error, resp.claims[req_claim.uid].error
         await stub.NodeUnprepareResources(m.NodeUnprepareResourcesRequest(claims=[req_claim]), timeout=30)
+    cpu = (cpu_seconds(driver_pid) - cpu0) / len(pods)
     await plugin.close()
-    return samples
+    return samples, cpu
 
 
 async def throughput(
@@ -207,7 +221,7 @@ async def run(args: argparse.Namespace) -> str:
         if env is not None:
             kubeconfig = str(env.kubeconfig)
         kube = await KubeClient.from_kubeconfig(kubeconfig)
-        root = Path(tempfile.mkdtemp(prefix="shimb-", dir="/tmp"))
+        root = Path(tempfile.mkdtemp(prefix="shimb-", dir=args.root))
         ns = f"bench-shim-{uuid.uuid4().hex[:6]}"
         await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         with contextlib.suppress(AlreadyExists):  # no controller-manager here: pods need it
@@ -229,7 +243,7 @@ async def run(args: argparse.Namespace) -> str:
         fleet_nodes = [f"bench-f{i}" for i in range(args.fleet_nodes)]
         driver = await start_driver(root, ["bench-rt", "bench-one", *fleet_nodes], {"KUBECONFIG": kubeconfig})
         try:
-            rt = await round_trips(kube, ns, cls, root, args.calls)
+            rt, driver_cpu = await round_trips(kube, ns, cls, root, args.calls, driver.pid)
             one_rate, _ = await throughput(kube, ns, cls, root, ["bench-one"], args.pods, "one")
             fleet_rate, n = await throughput(kube, ns, cls, root, fleet_nodes, args.pods, "fleet")
         finally:
@@ -250,13 +264,17 @@ async def run(args: argparse.Namespace) -> str:
             f"| NodePrepareResources round trip, 1 claim, p50 ({len(rt)} calls) "
             f"| {statistics.median(rt) * 1000:.2f} ms |",
             f"| NodePrepareResources round trip, 1 claim, p99 | {pct(rt, 0.99) * 1000:.2f} ms |",
+            "| reference-driver CPU per NodePrepareResources + NodeUnprepareResources "
+            f"| {driver_cpu * 1000:.2f} ms |",
             f"| prepare throughput, 1 node, {args.pods} pods x 1 claim | {one_rate:.0f} claims/s |",
             f"| prepare throughput, fleet of {n} nodes, {args.pods} pods x 1 claim "
             f"| {fleet_rate:.0f} claims/s |",
             "",
             "Throughput is `NodeManager.prepare_pod` end to end (live claim GET, checkpoint before and after",
-            "the RPC), 8 pods at a time; one node's prepares are serialised (as in the kubelet). The round",
-            "trip includes the driver's own claim GET and CDI spec write.",
+            "the RPC), 8 pods at a time; prepares of different claims run side by side (per-claim locks,",
+            "as in the kubelet). The round trip includes the driver's own claim GET (live, as upstream's",
+            "kubeletplugin does), its CDI spec write (rename, no fsync, as the CDI library) and its",
+            "checkpoint write (fsync of the file, as the kubelet's checkpoint manager).",
         ]
     )
 
@@ -267,6 +285,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--fleet-nodes", type=int, default=100)
+    parser.add_argument("--root", default="/tmp", help="where the fleet's sockets, CDI specs, checkpoints go")
     print(asyncio.run(run(parser.parse_args())))
 
 

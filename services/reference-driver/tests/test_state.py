@@ -112,6 +112,22 @@ async def test_prepare_is_idempotent_and_survives_a_restart(tmp_path):
     assert spec_file.exists()
 
 
+@pytest.mark.parametrize(
+    "left_behind", [b"", b'{"cdiVersion": "0.6.0", "kin', b"{}"], ids=["empty", "torn", "no-kind"]
+)
+async def test_a_spec_file_a_power_loss_emptied_is_written_again_on_the_next_prepare(tmp_path, left_behind):
+    """CDI specs are renamed into place without fsync (as the CDI library does): after a power loss the
+    file may exist but be empty. A repeated prepare must not answer with devices the runtime cannot
+    resolve."""
+    state = new_state(tmp_path)
+    first = await state.prepare(UID, claim(), node_devices())
+    spec_file = tmp_path / "cdi" / cdi.spec_file_name(DRIVER, "gpu", UID)
+    spec_file.write_bytes(left_behind)
+    restarted = new_state(tmp_path)
+    assert await restarted.prepare(UID, claim(), node_devices()) == first
+    assert json.loads(spec_file.read_text())["devices"][0]["name"] == f"{UID}-gpu-1"
+
+
 async def test_unprepare_removes_the_cdi_file_and_unknown_claims_succeed(tmp_path):
     state = new_state(tmp_path)
     await state.prepare(UID, claim(), node_devices())

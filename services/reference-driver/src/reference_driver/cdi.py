@@ -86,10 +86,23 @@ def render_claim_spec(
 
 
 def write_spec(root: Path, vendor: str, cdi_class: str, claim_uid: str, spec: Mapping[str, Any]) -> Path:
-    """Write a claim's spec atomically; returns its path. Idempotent."""
+    """Write a claim's spec atomically (temp file + rename, no fsync: as the CDI library writes specs;
+    :func:`spec_intact` tells an empty file left by a power loss); returns its path. Idempotent."""
     path = root / spec_file_name(vendor, cdi_class, claim_uid)
-    atomic_write(path, json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n")
+    atomic_write(path, json.dumps(spec, indent=2, sort_keys=True).encode() + b"\n", durability="none")
     return path
+
+
+def spec_intact(root: Path, vendor: str, cdi_class: str, claim_uid: str) -> bool:
+    """Whether the claim's spec file exists and is a CDI spec of this vendor and class (not an empty or
+    torn file a power loss left behind, since :func:`write_spec` does not fsync)."""
+    try:
+        spec = json.loads((root / spec_file_name(vendor, cdi_class, claim_uid)).read_bytes())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(spec, dict):
+        return False
+    return spec.get("kind") == cdi_kind(vendor, cdi_class) and bool(spec.get("devices"))
 
 
 def remove_spec(root: Path, vendor: str, cdi_class: str, claim_uid: str) -> bool:

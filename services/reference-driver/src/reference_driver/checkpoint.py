@@ -11,8 +11,9 @@ File format (JSON), in the style of the kubelet's checkpoint manager::
                     "cdiDeviceIDs": [...]}]}}}
 
 :func:`encode` and :func:`decode` are pure; :func:`decode` raises :class:`CheckpointCorrupted` on a
-checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename),
-so a crash leaves either the old or the new checkpoint, never a torn one.
+checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename; no
+fsync of the directory, as the kubelet's checkpoint manager), so a crash leaves either the old or the new
+checkpoint, never a torn one.
 """
 
 from __future__ import annotations
@@ -136,5 +137,7 @@ def load(path: Path, node: str) -> Checkpoint:
 
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
-    """Write atomically. Durable once it returns."""
-    atomic_write(path, encode(checkpoint), mode=0o600)
+    """Write atomically, the file fsynced before the rename (the kubelet's checkpoint manager's guarantee:
+    a power loss, which is a reboot after which every claim is prepared again, may bring back the
+    previous file, never a torn one)."""
+    atomic_write(path, encode(checkpoint), mode=0o600, durability="file")

@@ -2,7 +2,8 @@
 
 :func:`plan_claim` is pure: from a ResourceClaim (as the API server serves it) and the node's devices it
 computes what to prepare, or raises :class:`ClaimError`. :class:`DeviceState` does the I/O: CDI spec file
-first, then the checkpoint, both written atomically, one claim at a time under the node's lock.
+first, then the checkpoint, both written atomically (in one trip to a worker thread), one claim at a time
+under the node's lock.
 
 Contract (the same as upstream's kubeletplugin):
 - prepare is idempotent: a claim already in the checkpoint returns the devices recorded there (its CDI
@@ -181,43 +182,55 @@ class DeviceState:
         """
         async with self._lock:
             existing = self._checkpoint.prepared_claims.get(uid)
-            if existing is not None and self._spec_path(uid).exists():
+            if existing is not None and self._spec_intact(uid):
                 check_claim(claim, uid, self.identity.driver_name)
                 return existing.devices
             plan = plan_claim(
                 claim, uid=uid, identity=self.identity, node_name=self.node_name, devices=devices
             )
-            if existing is None:
-                check_exclusive(uid, plan.prepared, devices, self._checkpoint.prepared_claims)
-            await asyncio.to_thread(self._write_spec, uid, plan.spec)
             if existing is not None:  # the CDI file went missing: put it back, keep the recorded devices
+                await asyncio.to_thread(self._write_spec, uid, plan.spec)
                 return existing.devices
-            claims = {**self._checkpoint.prepared_claims, uid: plan.prepared}
-            await self._save(claims)
+            check_exclusive(uid, plan.prepared, devices, self._checkpoint.prepared_claims)
+            new = self._with_claims({**self._checkpoint.prepared_claims, uid: plan.prepared})
+            # One trip to a thread for both files (each trip costs a thread wake-up and a loop wake-up):
+            # the spec first, so the checkpoint never names a claim whose spec was not written.
+            await asyncio.to_thread(self._write_spec_and_checkpoint, uid, plan.spec, new)
+            self._checkpoint = new
             log.info("claim prepared", claim_uid=uid, devices=[d.device_name for d in plan.prepared.devices])
             return plan.prepared.devices
 
     async def unprepare(self, uid: str) -> None:
         """Unprepare one claim: remove its CDI spec, then forget it. Succeeds for unknown claims."""
         async with self._lock:
-            removed = await asyncio.to_thread(
-                cdi.remove_spec, self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid
-            )
-            if uid not in self._checkpoint.prepared_claims:
+            known = uid in self._checkpoint.prepared_claims
+            new = self._with_claims({k: v for k, v in self._checkpoint.prepared_claims.items() if k != uid})
+            removed = await asyncio.to_thread(self._remove_spec_and_save, uid, new if known else None)
+            if not known:
                 if removed:
                     log.info("removed CDI spec of a claim missing from the checkpoint", claim_uid=uid)
                 return
-            claims = {k: v for k, v in self._checkpoint.prepared_claims.items() if k != uid}
-            await self._save(claims)
+            self._checkpoint = new
             log.info("claim unprepared", claim_uid=uid)
+
+    def _with_claims(self, claims: dict[str, PreparedClaim]) -> Checkpoint:
+        return Checkpoint(node=self.node_name, prepared_claims=claims)
+
+    def _spec_intact(self, uid: str) -> bool:
+        return cdi.spec_intact(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid)
+
+    def _write_spec_and_checkpoint(self, uid: str, spec: Mapping[str, Any], new: Checkpoint) -> None:
+        self._write_spec(uid, spec)
+        checkpoint.save(self.checkpoint_path, new)
+
+    def _remove_spec_and_save(self, uid: str, new: Checkpoint | None) -> bool:
+        removed = cdi.remove_spec(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid)
+        if new is not None:
+            checkpoint.save(self.checkpoint_path, new)
+        return removed
 
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_root / cdi.spec_file_name(self.identity.driver_name, self.identity.cdi_class, uid)
 
     def _write_spec(self, uid: str, spec: Mapping[str, Any]) -> None:
         cdi.write_spec(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid, spec)
-
-    async def _save(self, claims: dict[str, PreparedClaim]) -> None:
-        new = Checkpoint(node=self.node_name, prepared_claims=claims)
-        await asyncio.to_thread(checkpoint.save, self.checkpoint_path, new)
-        self._checkpoint = new
