@@ -109,3 +109,49 @@ async def test_a_failed_socket_is_retried_with_backoff_until_it_succeeds(reg: Pa
     finally:
         task.cancel()
         sock.close()
+
+
+def test_a_settled_directory_is_not_listed_again_and_changes_still_show(reg: Path) -> None:
+    """With a cache, an unchanged directory costs one stat; every add, remove or re-creation still shows."""
+    cache: dict = {}
+    later = lambda: os.stat(reg).st_mtime_ns + 10**12  # noqa: E731  (long settled)
+    a = bind(reg / "sub" / "a-reg.sock")
+    try:
+        assert list(plugin_sockets(reg, cache, later())) == [str(reg / "sub" / "a-reg.sock")]
+        assert str(reg / "sub") in cache
+        b = bind(reg / "sub" / "b-reg.sock")
+        b.close()
+        assert sorted(plugin_sockets(reg, cache, later())) == [
+            str(reg / "sub" / "a-reg.sock"), str(reg / "sub" / "b-reg.sock")
+        ]
+        before = plugin_sockets(reg, cache, later())[str(reg / "sub" / "a-reg.sock")]
+        a.close()
+        (reg / "sub" / "a-reg.sock").unlink()
+        a = bind(reg / "sub" / "a-reg.sock")  # created again
+        again = plugin_sockets(reg, cache, later())
+        assert again[str(reg / "sub" / "a-reg.sock")] != before
+        shutil.rmtree(reg / "sub")
+        assert plugin_sockets(reg, cache, later()) == {}
+        assert str(reg / "sub") not in cache
+    finally:
+        a.close()
+
+
+def test_a_directory_changed_within_one_clock_tick_is_listed_again(reg: Path) -> None:
+    """Two changes within one tick of the coarse mtime clock leave the same mtime: a listing taken
+    between them must not be reused, or the second change would never be seen."""
+    cache: dict = {}
+    a = bind(reg / "a-reg.sock")
+    b = None
+    try:
+        mtime = os.stat(reg).st_mtime_ns
+        assert list(plugin_sockets(reg, cache, mtime + 1_000_000)) == [str(reg / "a-reg.sock")]
+        b = bind(reg / "b-reg.sock")
+        os.utime(reg, ns=(mtime, mtime))  # as if both changes fell into the same tick
+        assert sorted(plugin_sockets(reg, cache, mtime + 10**12)) == [
+            str(reg / "a-reg.sock"), str(reg / "b-reg.sock")
+        ]
+    finally:
+        a.close()
+        if b is not None:
+            b.close()

@@ -7,6 +7,7 @@ is kept from an identical existing taint, so re-publishing never moves it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -16,12 +17,16 @@ _QUANTITY_KEYS = ("default", "min", "max", "step")
 
 
 def _q(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return parse_quantity(value)
-        except ValueError:
-            return value
-    return value
+    return _parse_quantity(value) if isinstance(value, str) else value
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_quantity(value: str) -> Any:
+    """A quantity string's value (the string itself if it is none); cached: a fleet repeats a few."""
+    try:
+        return parse_quantity(value)
+    except ValueError:
+        return value
 
 
 def _canon_counters(counters: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -106,6 +106,8 @@ class Publisher:
         self._bus = bus
         self._tracer = trace.get_tracer(TRACER_NAME, tracer_provider=tracer_provider)
         self._writes = MutationCache(WRITE_MEMORY_SECONDS, index=_pool_hash_of)
+        # Slice name -> resourceVersion of this process's last write of it, until the informer shows it.
+        self._echoes: dict[str, str] = {}
         self.startup_cleaned = asyncio.Event()
         self.queue = WorkQueue(name="slice-publisher")
         self.drivers = DriverBook(settings, self.queue.add, self._published_pools)
@@ -179,6 +181,13 @@ class Publisher:
         obj = new or old
         if obj is None:
             return
+        name = obj["metadata"]["name"]
+        if new is not None and self._echoes.get(name) == new["metadata"]["resourceVersion"]:
+            # The echo of this process's own write: the pool is as its last sync left it, and anything
+            # that changed the desired state since enqueued the pool itself. Syncing it again would
+            # plan the pool once more per write, for nothing.
+            del self._echoes[name]
+            return
         node = self.drivers.node_by_label.get(obj["metadata"].get("labels", {}).get(PUBLISHER_NODE_LABEL, ""))
         if node is not None:
             self.queue.add((node, obj["spec"]["driver"], obj["spec"]["pool"]["name"]))
@@ -204,8 +213,10 @@ class Publisher:
         for name, obj in result.written.items():
             if obj is None:
                 self._writes.deleted(deleted[name])
+                self._echoes.pop(name, None)
             else:
                 self._writes.mutated(obj)
+                self._echoes[name] = obj["metadata"]["resourceVersion"]
 
     async def reconcile(self, key: Hashable) -> Done:
         node, driver, pool = cast(PoolKey, key)

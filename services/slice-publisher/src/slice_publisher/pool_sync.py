@@ -86,9 +86,15 @@ def _generation(sl: Mapping[str, Any]) -> int:
 
 
 def _as_update(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
-    """The PUT body: the existing object (resourceVersion, others' labels) with our spec, labels, owner."""
-    obj = copy.deepcopy(dict(existing))
-    meta = obj["metadata"]
+    """The PUT body: the existing object (resourceVersion, others' labels) with our spec, labels, owner.
+
+    Copies only what it changes (``metadata``; the old spec and status are dropped, not copied): a deep
+    copy of the existing slice was a sixth of the publisher's CPU while tainting 400 pools (py-spy).
+    The body shares ``desired``'s spec, built for this plan only, and nothing mutates it.
+    """
+    obj = {k: v for k, v in existing.items() if k not in ("spec", "status", "metadata")}
+    meta = dict(existing["metadata"])
+    obj["metadata"] = meta
     meta["labels"] = {**(meta.get("labels") or {}), **desired["metadata"]["labels"]}
     others = [r for r in meta.get("ownerReferences") or () if r.get("kind") != "Node"]
     refs = others + list(desired["metadata"].get("ownerReferences") or ())
@@ -96,8 +102,7 @@ def _as_update(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[
         meta["ownerReferences"] = refs
     else:
         meta.pop("ownerReferences", None)
-    obj["spec"] = copy.deepcopy(desired["spec"])
-    obj.pop("status", None)
+    obj["spec"] = desired["spec"]
     return obj
 
 

@@ -62,7 +62,12 @@ class PublisherSettings(NodeSettings):
     reconnect_max_backoff: float = Field(
         5.0, gt=0, description="Longest wait between attempts to reach a driver that went away."
     )
-    workers: int = Field(8, ge=1, description="Pools synced concurrently.")
+    workers: int = Field(
+        64,
+        ge=1,
+        description="Pools synced concurrently: their slice writes in flight at once (a driver gone from "
+        "1,000 nodes is 1,000 writes, which the API server takes in parallel).",
+    )
     field_manager: str = Field("draflow-slice-publisher", description="Field manager of every write.")
 
     @model_validator(mode="after")
