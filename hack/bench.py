@@ -90,6 +90,13 @@ BENCHES = (
         ("--calls", "100", "--pods", "50", "--fleet-nodes", "20"),
     ),
     Bench(
+        "shim-fleet",
+        "1,000 simulated nodes in one kubelet-dra-shim (memory per node, prepare latency at that scale)",
+        "services/kubelet-dra-shim/bench/fleet.py",
+        (),
+        ("--nodes", "100", "--pods", "50", "--idle", "5"),
+    ),
+    Bench(
         "publish",
         "Publishing ResourceSlices for a fleet (slice-publisher + reference-driver)",
         "services/slice-publisher/bench/publish.py",

@@ -57,6 +57,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def load_note(loads: list[float]) -> str:
+    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
+    cores = os.cpu_count() or 1
+    if not loads or max(loads) <= cores:
+        return ""
+    return (
+        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
+        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
+    )
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -241,11 +252,14 @@ async def run(args: argparse.Namespace) -> str:
             },
         )
         fleet_nodes = [f"bench-f{i}" for i in range(args.fleet_nodes)]
+        loads = [os.getloadavg()[0]]
         driver = await start_driver(root, ["bench-rt", "bench-one", *fleet_nodes], {"KUBECONFIG": kubeconfig})
         try:
             rt, driver_cpu = await round_trips(kube, ns, cls, root, args.calls, driver.pid)
             one_rate, _ = await throughput(kube, ns, cls, root, ["bench-one"], args.pods, "one")
+            loads.append(os.getloadavg()[0])
             fleet_rate, n = await throughput(kube, ns, cls, root, fleet_nodes, args.pods, "fleet")
+            loads.append(os.getloadavg()[0])
         finally:
             driver.terminate()
             await driver.wait()
@@ -275,8 +289,10 @@ async def run(args: argparse.Namespace) -> str:
             "as in the kubelet). The round trip includes the driver's own claim GET (live, as upstream's",
             "kubeletplugin does), its CDI spec write (rename, no fsync, as the CDI library) and its",
             "checkpoint write (fsync of the file, as the kubelet's checkpoint manager).",
+            "",
+            load_note(loads),
         ]
-    )
+    ).rstrip()
 
 
 def main() -> None:

@@ -76,6 +76,17 @@ async def metric(port: int, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
 
 
+def load_note(loads: list[float]) -> str:
+    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
+    cores = os.cpu_count() or 1
+    if not loads or max(loads) <= cores:
+        return ""
+    return (
+        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
+        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
+    )
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -252,6 +263,7 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
                 raise SystemExit(f"not published after {args.timeout}s: have {have}, want {want}")
             await asyncio.sleep(0.2)
         cold = time.monotonic() - t_start
+        loads = [os.getloadavg()[0]]
         cpu_cold = cpu_seconds(publisher.pid)
 
         await asyncio.sleep(5.0)  # let informer echoes of its own writes settle
@@ -263,7 +275,9 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
         deleted = await metric(port, "draflow_slice_publisher_slices_deleted_total")
         rss_kib = rss_kib_of(publisher.pid)
 
+        loads.append(os.getloadavg()[0])
         taint_delays, tainted_devices = await measure_taint_delay(kube, driver, nodes, args.timeout)
+        loads.append(os.getloadavg()[0])
         if publisher.returncode is not None:
             raise SystemExit(f"slice-publisher exited ({publisher.returncode}); see {workdir}")
         if (have := await count_published(kube)) != want:
@@ -298,8 +312,10 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
             f" ({tainted_devices} devices) | {max(delays_ms):.0f} ms |",
             "",
             f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd on the same machine.",
+            "",
+            load_note(loads),
         ]
-    )
+    ).rstrip()
 
 
 async def main() -> None:

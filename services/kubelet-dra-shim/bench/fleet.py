@@ -1,0 +1,344 @@
+"""Benchmark: kubelet-dra-shim serving a fleet of simulated nodes (one process), with one reference-driver
+process serving the same nodes.
+
+    python services/kubelet-dra-shim/bench/fleet.py [--nodes 1000] [--pods 300] [--idle 20]
+                                                    [--kubeconfig PATH]  # default: a fresh draflow-testenv
+
+Steps: start the environment (unless ``--kubeconfig``), ``reference-driver --node-count N`` (fleet mode),
+then ``kubelet-dra-shim --node-count N`` on the same fleet root (the simulated kubelet on: N Node objects,
+N Leases renewed every ``--lease-renew-interval``), and measure
+
+- **start**: shim start → every node's driver registered (``/debug/plugins``);
+- **memory**: the shim's RSS once every node is registered, and RSS / nodes;
+- **steady-state CPU** over ``--idle`` seconds (heartbeats, registry polling, informers), % of one core;
+- **prepare latency at that scale**: ``--pods`` pods spread over the nodes, each with one claim written as the
+  allocator writes it (allocation + reservedFor); from that write to the pod Running in the API (the shim's
+  watch → live claim GET → checkpoint → ``NodePrepareResources`` over the node's unix socket → CDI devices
+  annotation → status), observed with one watch: p50 / p99; plus the shim's own
+  ``NodePrepareResources`` round trips from its /metrics (mean).
+
+Prints a Markdown snippet (for docs/benchmarks.md). No pass/fail: numbers only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import aiohttp
+
+from draflow_runtime.errors import AlreadyExists
+from draflow_runtime.kube import (
+    DEVICE_CLASSES,
+    LEASES,
+    NAMESPACES,
+    NODES,
+    PODS,
+    RESOURCE_CLAIMS,
+    SERVICE_ACCOUNTS,
+    KubeClient,
+)
+from draflow_testenv.servers import free_port
+
+DRIVER = "gpu.draflow.example"
+GPUS = 8
+
+
+def _bin(name: str) -> str:
+    return shutil.which(name) or str(Path(sys.executable).parent / name)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_kib(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+
+
+def load_note(loads: list[float]) -> str:
+    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
+    cores = os.cpu_count() or 1
+    if not loads or max(loads) <= cores:
+        return ""
+    return (
+        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
+        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
+    )
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
+    with open(log, "ab") as out:  # noqa: ASYNC230 (a log file, once per process)
+        return await asyncio.create_subprocess_exec(
+            *argv, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True
+        )
+
+
+async def stop(proc: asyncio.subprocess.Process) -> None:
+    if proc.returncode is None:
+        proc.terminate()
+        try:
+            await asyncio.wait_for(proc.wait(), 30)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+
+
+async def registered(port: int) -> int:
+    """Nodes whose driver the shim has registered."""
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/debug/plugins") as resp:
+        plugins = await resp.json()
+    return sum(1 for drivers in plugins.values() if DRIVER in drivers)
+
+
+async def metric_sum_count(port: int, name: str, label: str) -> tuple[float, float]:
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
+        text = await resp.text()
+    total = count = 0.0
+    for line in text.splitlines():
+        if label not in line:
+            continue
+        if line.startswith(name + "_sum{"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith(name + "_count{"):
+            count += float(line.rsplit(" ", 1)[1])
+    return total, count
+
+
+async def allocated_pod(kube: KubeClient, ns: str, name: str, node: str, cls: str, device: str) -> float:
+    """A pod bound to ``node`` with one claim, then the claim's allocation + reservedFor (as the allocator
+    writes them); returns the monotonic time that last write returned."""
+    await kube.create(
+        RESOURCE_CLAIMS,
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}},
+        },
+        namespace=ns,
+    )
+    pod = await kube.create(
+        PODS,
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {
+                "nodeName": node,
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
+                "containers": [{"name": "c", "image": "pause", "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        },
+        namespace=ns,
+    )
+    selector = {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
+    ]}
+    await kube.patch(
+        RESOURCE_CLAIMS,
+        name,
+        {
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]
+                    },
+                    "nodeSelector": selector,
+                },
+                "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
+            }
+        },
+        namespace=ns,
+        subresource="status",
+    )
+    return time.monotonic()
+
+
+async def prepare_latencies(
+    kube: KubeClient, ns: str, cls: str, nodes: list[str], pods: int, limit: float
+) -> list[float]:
+    """Seconds from each pod's claim allocation write to the pod Running (one watch on the namespace)."""
+    allocated: dict[str, float] = {}
+    running: dict[str, float] = {}
+    listing = await kube.list(PODS, namespace=ns)
+    done = asyncio.Event()
+
+    async def watch() -> None:
+        async for _, obj in kube.watch(
+            PODS, namespace=ns, resource_version=listing["metadata"]["resourceVersion"], allow_bookmarks=False
+        ):
+            name = obj["metadata"]["name"]
+            if (obj.get("status") or {}).get("phase") == "Running" and name not in running:
+                running[name] = time.monotonic()
+                if len(running) == pods:
+                    done.set()
+                    return
+
+    task = asyncio.create_task(watch())
+    sem = asyncio.Semaphore(8)  # the allocator's pace, more or less: a few pods at a time
+
+    async def one(i: int) -> None:
+        async with sem:
+            name = f"p-{i}"
+            node = nodes[(i * 7919) % len(nodes)]  # spread over the fleet
+            allocated[name] = await allocated_pod(kube, ns, name, node, cls, f"gpu-{i % GPUS}")
+
+    try:
+        await asyncio.sleep(0.5)  # the watch is connected before the first write
+        await asyncio.gather(*(one(i) for i in range(pods)))
+        try:
+            await asyncio.wait_for(done.wait(), limit)
+        except TimeoutError:
+            raise SystemExit(f"only {len(running)}/{pods} pods Running after {limit}s") from None
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return [running[n] - allocated[n] for n in allocated]
+
+
+async def setup(kube: KubeClient, ns: str, cls: str) -> None:
+    await kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    with contextlib.suppress(AlreadyExists):  # no controller-manager here: pods need it
+        await kube.create(
+            SERVICE_ACCOUNTS,
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default"}},
+            namespace=ns,
+        )
+    await kube.create(
+        DEVICE_CLASSES,
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": cls}, "spec": {}},
+    )
+
+
+async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str:
+    kube = await KubeClient.from_kubeconfig(kubeconfig)
+    env = {**os.environ, "KUBECONFIG": kubeconfig}
+    prefix = f"shimf-{os.getpid()}-"
+    nodes = [f"{prefix}{i}" for i in range(args.nodes)]
+    ns, cls = f"bench-fleet-{uuid.uuid4().hex[:6]}", f"bench-{uuid.uuid4().hex[:6]}"
+    await setup(kube, ns, cls)
+    root = workdir / "fleet"
+    fleet_args = ["--node-name-prefix", prefix, "--node-count", str(args.nodes), "--fleet-root", str(root)]
+    quiet = ["--nats-url", "", "--log-level", "warning"]
+    driver = await spawn(
+        [_bin("reference-driver"), *fleet_args, "--gpu-count", str(GPUS), "--http-port", "0", *quiet],
+        workdir / "reference-driver.log",
+        env,
+    )
+    shim = None
+    port = free_port()
+    try:
+        t0 = time.monotonic()
+        shim = await spawn(
+            [
+                _bin("kubelet-dra-shim"), *fleet_args, *quiet,
+                "--http-port", str(port), "--http-host", "127.0.0.1",
+                "--boot-id-file", str(workdir / "boot_id"),
+                "--lease-renew-interval", str(args.lease_renew_interval),
+            ],
+            workdir / "kubelet-dra-shim.log",
+            env,
+        )
+        (workdir / "boot_id").write_text("bench\n")
+        while True:
+            if shim.returncode is not None or driver.returncode is not None:
+                raise SystemExit(f"a process exited early; see {workdir}")
+            with contextlib.suppress(aiohttp.ClientError):
+                if await registered(port) == args.nodes:
+                    break
+            if time.monotonic() - t0 > args.timeout:
+                raise SystemExit(f"not every node registered after {args.timeout}s; see {workdir}")
+            await asyncio.sleep(1.0)
+        started = time.monotonic() - t0
+        loads = [os.getloadavg()[0]]
+        await asyncio.sleep(5.0)  # the first heartbeat round and informer echoes settle
+        rss_idle = rss_kib(shim.pid)
+        c0, w0 = cpu_seconds(shim.pid), time.monotonic()
+        await asyncio.sleep(args.idle)
+        idle_cpu = (cpu_seconds(shim.pid) - c0) / (time.monotonic() - w0) * 100
+
+        latencies = await prepare_latencies(kube, ns, cls, nodes, args.pods, args.timeout)
+        total, count = await metric_sum_count(
+            port, "draflow_shim_dra_operation_duration_seconds", 'operation="NodePrepareResources"'
+        )
+        rss_after = rss_kib(shim.pid)
+        loads.append(os.getloadavg()[0])
+    finally:
+        if shim is not None:
+            await stop(shim)
+        await stop(driver)
+        with contextlib.suppress(Exception):
+            await kube.delete(NAMESPACES, ns)
+            await kube.delete(DEVICE_CLASSES, cls)
+            await asyncio.gather(*(kube.delete(NODES, n) for n in nodes), return_exceptions=True)
+            await asyncio.gather(
+                *(kube.delete(LEASES, n, namespace="kube-node-lease") for n in nodes), return_exceptions=True
+            )
+        await kube.close()
+
+    ms = [x * 1000 for x in latencies]
+    rpc = f"{total / count * 1000:.1f} ms over {count:.0f} calls" if count else "no calls recorded"
+    return "\n".join(
+        [
+            f"### kubelet-dra-shim: {args.nodes} simulated nodes in one process",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| shim start → every node's driver registered | {started:.1f} s |",
+            f"| shim RSS with {args.nodes} nodes registered (idle) | {rss_idle / 1024:.0f} MiB |",
+            f"| memory per node (RSS / nodes) | {rss_idle / args.nodes:.0f} KiB |",
+            f"| shim RSS after {args.pods} pods prepared | {rss_after / 1024:.0f} MiB |",
+            f"| steady-state shim CPU (idle {args.idle:.0f} s; Leases every"
+            f" {args.lease_renew_interval:.0f} s)"
+            f" | {idle_cpu:.1f} % of one core |",
+            f"| prepare latency at {args.nodes} nodes: claim reserved → pod Running, p50 / p99"
+            f" ({len(ms)} pods) | {pct(ms, 0.5):.0f} / {pct(ms, 0.99):.0f} ms |",
+            f"| NodePrepareResources round trip seen by the shim (mean) | {rpc} |",
+            "",
+            f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd + reference-driver on the same "
+            "machine.",
+            "",
+            load_note(loads),
+        ]
+    ).rstrip()
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=300)
+    parser.add_argument("--idle", type=float, default=20.0, help="seconds of idle CPU sampling")
+    parser.add_argument("--lease-renew-interval", type=float, default=10.0)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="shim-fleet-", dir="/tmp"))
+    if args.kubeconfig:
+        print(await bench(args, args.kubeconfig, workdir))
+        return
+    from draflow_testenv.environment import Environment
+
+    async with Environment() as env:
+        print(await bench(args, str(env.kubeconfig), workdir))
+    print(f"\n(logs: {workdir})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
