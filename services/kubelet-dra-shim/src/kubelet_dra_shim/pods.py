@@ -114,6 +114,9 @@ class PodController:
         self.sim = sim
         self.health_view = health_view
         self._health_written: dict[str, tuple[str, bytes]] = {}  # pod uid -> (node, last health written)
+        # Pod uid -> node, for pods this process wrote Running that the cache still shows Pending: a
+        # reconcile woken meanwhile (e.g. by the CDI annotation's echo) writes no second Running status.
+        self._running_written: dict[str, str] = {}
         # Nudged pods not in the cache: None until read live, then (uid, node) of the live read.
         self._nudged: dict[PodKey, tuple[str, str] | None] = {}
         pods.add_handler(self._on_event)
@@ -229,6 +232,9 @@ class PodController:
         for uid, (where, _) in list(self._health_written.items()):
             if where == node and uid not in active:
                 del self._health_written[uid]
+        for uid, where in list(self._running_written.items()):
+            if where == node and uid not in active:
+                del self._running_written[uid]
         if failures:
             raise UnprepareFailed(f"node {node}", failures)
         return Done()
@@ -239,6 +245,7 @@ class PodController:
         if not self._active(pod):
             failures = await manager.unprepare_pod(uid)
             self._health_written.pop(uid, None)
+            self._running_written.pop(uid, None)
             if failures:
                 for f in failures:
                     await self._event(pod, FAILED_UNPREPARE_REASON, f)
@@ -267,15 +274,18 @@ class PodController:
     async def _simulate(self, pod: dict[str, Any], outcome: PrepareOutcome) -> None:
         assert self.sim is not None
         phase = (pod.get("status") or {}).get("phase")
+        uid = pod["metadata"]["uid"]
         if phase != "Running":
-            if not outcome.ready:
+            if not outcome.ready or uid in self._running_written:
                 return
             await self.sim.publish_cdi_devices(pod, container_cdi_devices(pod, outcome.claims))
             # Always with the current health: containerStatuses is an atomic list, so a status written
             # without allocatedResourcesStatus (e.g. again from a cache that still says Pending) drops it.
             health, _ = self._health(pod, outcome)
             await self.sim.mark_running(pod, health)
+            self._running_written[uid] = pod_node(pod)
             return
+        self._running_written.pop(uid, None)
         left = run_deadline(pod)
         if left is not None and left <= 0:
             await self.sim.mark_succeeded(pod)
