@@ -276,7 +276,9 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
         rss_kib = rss_kib_of(publisher.pid)
 
         loads.append(os.getloadavg()[0])
+        cpu_before_kill = cpu_seconds(publisher.pid)
         taint_delays, tainted_devices = await measure_taint_delay(kube, driver, nodes, args.timeout)
+        cpu_taint = cpu_seconds(publisher.pid) - cpu_before_kill
         loads.append(os.getloadavg()[0])
         if publisher.returncode is not None:
             raise SystemExit(f"slice-publisher exited ({publisher.returncode}); see {workdir}")
@@ -310,6 +312,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
             f" / {max(delays_ms):.0f} ms |",
             f"| driver-gone taint: driver SIGKILL → all {args.nodes} pools tainted"
             f" ({tainted_devices} devices) | {max(delays_ms):.0f} ms |",
+            "| publisher CPU meanwhile (from 1 s before the kill until all pools tainted; one core at most)"
+            f" | {cpu_taint:.1f} s |",
             "",
             f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd on the same machine.",
             "",
