@@ -4,7 +4,7 @@ Kubernetes is the truth, NATS only cuts latency and keeps history, so the bus ne
 
 - :meth:`EventBus.start` returns even while NATS is down; the first connection is retried forever in the
   background (exponential backoff with jitter, via tenacity); after that nats-py reconnects by itself.
-- :meth:`EventBus.publish` never waits for NATS (it runs inside node locks, allocator write slots and
+- :meth:`EventBus.publish` never waits for NATS (it runs inside the shim's claim locks, write slots and
   reconciles): it injects the current W3C trace context into the headers, appends the message to a bounded
   FIFO **outbox** (full: the oldest is dropped, counted and logged) and returns. A background task delivers
   the outbox in order, waits for JetStream's acks and retries with backoff while NATS is unreachable or
