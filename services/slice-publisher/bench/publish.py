@@ -36,6 +36,7 @@ from pathlib import Path
 
 import aiohttp
 
+from draflow_runtime.errors import Gone
 from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
 from draflow_testenv.servers import free_port
 
@@ -104,8 +105,9 @@ async def measure_taint_delay(
 ) -> tuple[dict[str, float], int]:
     """SIGKILL ``driver``; seconds from the kill until each node's devices all carry the taint.
 
-    One watch on the managed slices (started from a list's resourceVersion, so nothing is missed), each
-    event timestamped when it arrives. Returns ({node: delay}, tainted devices at the end).
+    A watch on the managed slices (started from a list's resourceVersion, so nothing is missed; watched
+    again when the server closes it), each event timestamped when it arrives. Returns ({node: delay},
+    tainted devices at the end).
     """
     slices: dict[str, tuple[str, int, int]] = {}  # name -> state
     by_node: dict[str, set[str]] = {}  # node -> slice names
@@ -122,27 +124,41 @@ async def measure_taint_delay(
         states = [slices[name] for name in by_node.get(node, ())]
         return bool(states) and all(n == t for _, n, t in states) and sum(n for _, n, _ in states) > 0
 
+    def seen(obj: dict, now: float) -> None:
+        name = obj["metadata"]["name"]
+        state = slices[name] = _slice_state(obj)
+        node = state[0]
+        by_node.setdefault(node, set()).add(name)
+        if t_kill is not None and node in wanted and node not in done and node_tainted(node):
+            done[node] = now - t_kill
+            if len(done) == len(wanted):
+                all_tainted.set()
+
     async def watch() -> None:
-        async for etype, obj in kube.watch(
-            RESOURCE_SLICES,
-            resource_version=listing["metadata"]["resourceVersion"],
-            label_selector=MANAGED,
-            allow_bookmarks=False,
-        ):
-            now = time.monotonic()
-            name = obj.get("metadata", {}).get("name")
-            if etype == "DELETED":
-                if (old := slices.pop(name, None)) is not None:
-                    by_node[old[0]].discard(name)
-                continue
-            state = slices[name] = _slice_state(obj)
-            node = state[0]
-            by_node.setdefault(node, set()).add(name)
-            if t_kill is not None and node in wanted and node not in done and node_tainted(node):
-                done[node] = now - t_kill
-                if len(done) == len(wanted):
-                    all_tainted.set()
-                    return
+        """Until every node is tainted. The API server closes a watch whose reader falls behind (this
+        process starved on a loaded machine): watch again from the last resourceVersion seen, or list
+        again if that expired (events then count when the list arrives: pessimistic)."""
+        rv = listing["metadata"]["resourceVersion"]
+        while not all_tainted.is_set():
+            try:
+                async for etype, obj in kube.watch(
+                    RESOURCE_SLICES, resource_version=rv, label_selector=MANAGED, allow_bookmarks=False
+                ):
+                    now = time.monotonic()
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if etype == "DELETED":
+                        if (old := slices.pop(obj["metadata"]["name"], None)) is not None:
+                            by_node[old[0]].discard(obj["metadata"]["name"])
+                    else:
+                        seen(obj, now)
+                    if all_tainted.is_set():
+                        return
+            except Gone:
+                relisted = await kube.list(RESOURCE_SLICES, label_selector=MANAGED)
+                now = time.monotonic()
+                for obj in relisted["items"]:
+                    seen(obj, now)
+                rv = relisted["metadata"]["resourceVersion"]
 
     task = asyncio.create_task(watch())
     try:
