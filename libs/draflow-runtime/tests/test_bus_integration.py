@@ -127,7 +127,7 @@ async def test_publish_never_waits_for_a_stalled_nats_and_delivers_in_order_once
     async def publish_all() -> bool:
         return all([await stalled.publish(subject, str(i).encode()) for i in range(5)])
 
-    testenv.pause_nats()
+    await testenv.pause_nats()
     try:
         publishing = asyncio.create_task(publish_all())
         await eventually(publishing.done, 30, "publish returned, NATS stalled")

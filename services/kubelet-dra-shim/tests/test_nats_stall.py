@@ -54,7 +54,7 @@ async def test_a_pod_is_prepared_and_runs_while_nats_is_stalled_and_its_events_a
     try:
         cls = await device_class(kube, DRIVER)
         c = await claim(kube, ns, "c", cls)
-        testenv.pause_nats()
+        await testenv.pause_nats()
         try:
             p = await pod(kube, ns, "p", node, ["c"])
             await allocate(kube, ns, "c", p, node, DRIVER, ["gpu-0"])

@@ -4,7 +4,7 @@
 async with Environment() as env:           # temporary state dir; logs kept in env.logs_dir
     env.kubeconfig, env.apiserver_url, env.nats_url, env.otlp_grpc_endpoint, env.jaeger_query_url
     await env.stop_nats(); await env.start_nats()          # same port, same JetStream store
-    env.pause_nats(); env.resume_nats()                    # SIGSTOP/SIGCONT: a stalled, still-open server
+    await env.pause_nats(); env.resume_nats()              # SIGSTOP/SIGCONT: a stalled, still-open server
     path = await env.serviceaccount_kubeconfig("ns", "sa") # a real bound token via TokenRequest
     rev = await env.compact_etcd()                         # compact etcd at its current revision
 ```
@@ -256,10 +256,11 @@ class Environment:
             await proc.stop()
             self._record_pids()
 
-    def pause_nats(self) -> None:
-        """SIGSTOP nats-server: clients stay connected but get no answer (acks time out), for tests that
-        NATS never slows Kubernetes work. :meth:`resume_nats` continues it; stopping works either way."""
-        self._procs["nats"].pause()
+    async def pause_nats(self) -> None:
+        """SIGSTOP nats-server (returns once it is stopped): clients stay connected but get no answer (acks
+        time out), for tests that NATS never slows Kubernetes work. :meth:`resume_nats` continues it;
+        stopping works either way."""
+        await self._procs["nats"].pause()
 
     def resume_nats(self) -> None:
         """SIGCONT nats-server after :meth:`pause_nats`."""

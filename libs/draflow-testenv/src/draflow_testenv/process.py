@@ -119,10 +119,18 @@ class ManagedProcess:
         _LIVE.pop(proc.pid, None)
         return proc.returncode
 
-    def pause(self) -> None:
-        """SIGSTOP the process group: sockets stay open, nothing is answered (a stalled server)."""
-        if self._proc is not None and self._proc.returncode is None:
-            _signal_group(self._proc.pid, signal.SIGSTOP)
+    async def pause(self, timeout: float = 30.0) -> None:  # noqa: ASYNC109 - one deadline for the wait
+        """SIGSTOP the process group: sockets stay open, nothing is answered (a stalled server). Returns
+        once every thread of the process is stopped (a signal is delivered asynchronously: a busy thread
+        may still answer a request sent right after the kill), so what a test does next meets a stalled
+        server; raises AssertionError if it is not running or does not stop within ``timeout``."""
+        proc = self._proc
+        assert proc is not None and proc.returncode is None, f"{self.name} is not running"
+        _signal_group(proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + timeout
+        while not _all_threads_stopped(proc.pid):
+            assert time.monotonic() < deadline, f"{self.name} (pid {proc.pid}) still running after SIGSTOP"
+            await asyncio.sleep(0.01)
 
     def resume(self) -> None:
         """SIGCONT the process group after :meth:`pause`."""
@@ -141,6 +149,15 @@ class ManagedProcess:
 def _signal_group(pid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """True once every thread of ``pid`` is in the stopped state ('T')."""
+    states = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+    return bool(states) and all(state in ("T", "t") for state in states)
 
 
 def pid_alive(pid: int) -> bool:
