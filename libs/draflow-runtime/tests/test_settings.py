@@ -111,3 +111,17 @@ def test_feature_gates_mixin_validates_at_start_up_and_keeps_the_service_configu
     assert settings.gates["DRAPrioritizedList"] is True
     with pytest.raises(ValidationError, match="NoSuchGate"):
         GatedSettings(feature_gates="NoSuchGate=true")
+
+
+@pytest.mark.parametrize("given", ["", "DRADerivedAttributes=false", "DRAWorkloadResourceClaims=true"])
+def test_with_gate_off_turns_one_gate_off_and_keeps_the_others(given: str) -> None:
+    settings = GatedSettings(feature_gates=given, nats_url="nats://elsewhere:4222")
+    off = settings.with_gate_off("DRAWorkloadResourceClaims")
+    assert off.gates == {**settings.gates, "DRAWorkloadResourceClaims": False}
+    assert off.nats_url == "nats://elsewhere:4222"
+    assert settings.gates["DRAWorkloadResourceClaims"] is True  # the original is left alone
+
+
+def test_with_gate_off_refuses_to_break_a_dependency() -> None:
+    with pytest.raises(ValueError, match="DRAPartitionableDevicesType is enabled, but depends"):
+        GatedSettings().with_gate_off("DRAResourcePoolStatus")

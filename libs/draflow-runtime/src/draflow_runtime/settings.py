@@ -25,7 +25,7 @@ import sys
 import types
 import typing
 from collections.abc import Sequence
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
@@ -81,6 +81,13 @@ class FeatureGatesSettings(BaseModel):
     def gates(self) -> dict[str, bool]:
         """Every DRA feature gate's value (see :mod:`draflow_runtime.featuregates`)."""
         return featuregates.parse(self.feature_gates)
+
+    def with_gate_off(self, gate: str) -> Self:
+        """A copy with ``gate`` off after all (e.g. its API is not served: :mod:`draflow_runtime.served`).
+        Raises ValueError when an enabled gate depends on it."""
+        value = ",".join(part for part in (self.feature_gates, f"{gate}=false") if part)
+        featuregates.parse(value)
+        return self.model_copy(update={"feature_gates": value})
 
 
 class ServiceSettings(BaseSettings):

@@ -6,6 +6,10 @@ that loses the lease stops them and campaigns again (every reconcile is idempote
 simply starts from its fresh caches). Several replicas sharing the work (``--shards N``, N > 1): every
 replica runs its informers, and a :class:`~draflow_runtime.shards.ShardCoordinator` wins and gives up
 shards once the caches have synced; the controller reconciles only the keys of the shards held.
+
+An optional API the API server does not serve (PodGroups, ``scheduling.k8s.io/v1beta1``: beta, off unless
+kube-apiserver's ``--runtime-config`` turns it on; DeviceTaintRules) turns its feature off for the run, with
+one warning (:func:`served_settings`).
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from draflow_runtime.kube import DEVICE_TAINT_RULES, POD_GROUPS, KubeClient
+from draflow_runtime.served import api_served
 from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
 from draflow_runtime.shards import ShardCoordinator
@@ -24,6 +30,7 @@ from .settings import Settings
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     async with ServiceContext(COMPONENT, settings) as svc:
+        settings = await served_settings(svc.kube, settings)
         bus = await svc.connect_bus()
         current: list[Controller] = []
 
@@ -48,6 +55,17 @@ async def serve(settings: Settings) -> None:
                 current.remove(controller)
 
         await svc.lead(term)
+
+
+async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
+    """``settings`` with each feature whose API ``kube`` does not serve turned off (a warning each):
+    DRAWorkloadResourceClaims without PodGroups, DeviceTaintRule eviction without DeviceTaintRules."""
+    if settings.pod_groups and not await api_served(kube, POD_GROUPS, "DRAWorkloadResourceClaims"):
+        settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+    if settings.device_taint_eviction and settings.device_taint_rules and \
+            not await api_served(kube, DEVICE_TAINT_RULES, "DRADeviceTaintRules"):
+        settings = settings.model_copy(update={"device_taint_rules": False})
+    return settings
 
 
 def coordinator(svc: ServiceContext, settings: Settings, controller: Controller) -> ShardCoordinator:

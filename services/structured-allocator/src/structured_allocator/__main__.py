@@ -7,10 +7,16 @@ Only the leader runs informers, decisions and writes, and only the leader is con
 replica never answers). The per-pool and waiting-claim gauges (:mod:`.poolmetrics`) read the current
 leader's state at scrape time. A new leader rebuilds the in-use devices from the claims' ``status.allocation``
 (every allocated claim counts, bound or not), so a failover loses no device and gives none twice.
+
+An optional API the API server does not serve (PodGroups, ``scheduling.k8s.io/v1beta1``: beta, off unless
+kube-apiserver's ``--runtime-config`` turns it on; DeviceTaintRules; ResourcePoolStatusRequests, asked by
+:mod:`.poolstatus_controller`) turns its feature off for the run, with one warning (:func:`served_settings`).
 """
 
 from __future__ import annotations
 
+from draflow_runtime.kube import DEVICE_TAINT_RULES, POD_GROUPS, KubeClient
+from draflow_runtime.served import api_served
 from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
 
@@ -46,9 +52,22 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
             current.remove(scheduler)
 
 
+async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
+    """``settings`` with each feature whose API ``kube`` does not serve turned off (a warning each):
+    DRAWorkloadResourceClaims without PodGroups, DeviceTaintRules' taints without DeviceTaintRules."""
+    if settings.gates["DRAWorkloadResourceClaims"] and \
+            not await api_served(kube, POD_GROUPS, "DRAWorkloadResourceClaims"):
+        settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+    if settings.watch_device_taint_rules and \
+            not await api_served(kube, DEVICE_TAINT_RULES, "DRADeviceTaintRules"):
+        settings = settings.model_copy(update={"device_taint_rules": False})
+    return settings
+
+
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     async with ServiceContext(COMPONENT, settings) as svc:
+        settings = await served_settings(svc.kube, settings)
         explanations = ExplanationStore(settings.explanations_kept)
         web = WebView(explanations, jaeger_url=settings.ui_jaeger_url)
         current: list[Scheduler] = []

@@ -18,8 +18,9 @@ decision will see.
   → one ``Failed`` answer with its message.
 * Every ``CLEANUP_INTERVAL`` the requests past their time are deleted (UID precondition): answered ones
   ``COMPLETED_TTL`` after the Complete/Failed condition, unanswered ones ``PENDING_TTL`` after creation.
-* An API server that does not serve the resource (404 at start) switches the answers off, with a
-  warning; nothing else of the allocator depends on it.
+* An API server that does not serve the resource (:func:`draflow_runtime.served.api_served`, asked at the
+  start of each leadership term) switches the answers off, with a warning; nothing else of the allocator
+  depends on it.
 
 Idempotent: a request is answered at most once (the API server refuses a second status write), and a
 restarted or new leader answers whatever is still unanswered.
@@ -36,12 +37,13 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound, TransportError
+from draflow_runtime.errors import Conflict, Invalid, NotFound
 from draflow_runtime.informer import Informer
 from draflow_runtime.kube import RESOURCE_POOL_STATUS_REQUESTS, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.metrics import registered_collector
 from draflow_runtime.reconcile import Done, ReconcileResult, RequeueWithBackoff, Runner
+from draflow_runtime.served import api_served
 from draflow_runtime.workqueue import WorkQueue
 
 from .poolstatus import COMPLETE, FAILED, compute_status, failed_status
@@ -128,14 +130,8 @@ class PoolStatusController:
 
     async def run(self) -> None:
         """Answer requests until cancelled (after the allocator's informers have synced)."""
-        try:
-            await self.kube.list(RESOURCE_POOL_STATUS_REQUESTS, limit=1)
-        except NotFound:
-            log.warning("resourcepoolstatusrequests not served, pool status answers off",
-                        api_version=RESOURCE_POOL_STATUS_REQUESTS.api_version)
+        if not await api_served(self.kube, RESOURCE_POOL_STATUS_REQUESTS, "DRAResourcePoolStatus"):
             return
-        except (ApiError, TransportError) as err:  # e.g. RBAC: the informer keeps retrying and logging
-            log.warning("resourcepoolstatusrequests not listable", error=str(err))
         for informer in self.state.informers:
             await informer.wait_synced()
         await self.requests.start()
