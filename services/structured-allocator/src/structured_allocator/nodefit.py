@@ -277,6 +277,9 @@ class NodeTotals:
                 del self.ports[port]
 
 
+_NO_PODS = NodeTotals()  # what NodeUsage.totals answers for a node without pods; never mutated
+
+
 def _port_conflict(want: Iterable[HostPort], used: Counter[HostPort]) -> bool:
     """Upstream ``HostPortInfo.CheckConflict``: 0.0.0.0 conflicts with every IP of the same
     (protocol, port), a specific IP with itself and 0.0.0.0."""
@@ -285,6 +288,11 @@ def _port_conflict(want: Iterable[HostPort], used: Counter[HostPort]) -> bool:
             if uproto == proto and uport == port and (ip == "0.0.0.0" or uip in (ip, "0.0.0.0")):
                 return True
     return False
+
+
+def _reason_order(name: str) -> tuple[bool, str]:
+    """cpu, memory, ephemeral-storage first (as upstream reports them), then by name."""
+    return name not in (CPU, MEMORY, EPHEMERAL_STORAGE), name
 
 
 def fit_reasons(allocatable: Allocatable, used: NodeTotals, demand: PodDemand,
@@ -297,7 +305,7 @@ def fit_reasons(allocatable: Allocatable, used: NodeTotals, demand: PodDemand,
     if used.pods + 1 > allocatable.pods:
         reasons.append(TOO_MANY_PODS)
     requests = demand.requests
-    for name in sorted(requests, key=lambda n: (n not in (CPU, MEMORY, EPHEMERAL_STORAGE), n)):
+    for name in sorted(requests, key=_reason_order) if requests else ():
         want = requests[name]
         if name in dra_names and delegated_to_dra(name, allocatable.resources):
             continue
@@ -358,7 +366,8 @@ class NodeUsage:
         return len(self._assumed)
 
     def totals(self, node: str) -> NodeTotals:
-        return self._nodes.get(node) or NodeTotals()
+        """The node's totals (read only: a node without pods shares one empty instance)."""
+        return self._nodes.get(node) or _NO_PODS
 
     def allocatable(self, node: Mapping[str, Any]) -> Allocatable:
         meta = node.get("metadata") or {}

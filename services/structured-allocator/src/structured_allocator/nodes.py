@@ -15,7 +15,7 @@ instead of being bound without the check.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .core.pools import node_selector_matches
@@ -25,6 +25,7 @@ from .core.selection import tolerates
 __all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates", "unsupported_reason"]
 
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+_UNSCHEDULABLE = {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}  # the taint spec.unschedulable means
 
 
 def node_name(node: Mapping[str, Any]) -> str:
@@ -32,13 +33,13 @@ def node_name(node: Mapping[str, Any]) -> str:
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
-    for cond in (node.get("status") or {}).get("conditions") or []:
+    for cond in (node.get("status") or {}).get("conditions") or ():
         if cond.get("type") == "Ready":
             return cond.get("status") == "True"
     return False
 
 
-def _untolerated(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[str, Any]]) -> str | None:
+def _untolerated(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, Any]]) -> str | None:
     for taint in taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
@@ -48,23 +49,28 @@ def _untolerated(taints: Iterable[Mapping[str, Any]], tolerations: list[Mapping[
 
 
 def node_filter_reason(node: Mapping[str, Any], pod: Mapping[str, Any]) -> str | None:
-    """Why ``pod`` cannot run on ``node`` regardless of devices, or None."""
+    """Why ``pod`` cannot run on ``node`` regardless of devices, or None.
+
+    Runs for every node a decision visits (up to all of them when devices are scarce): it only reads,
+    and skips the label and affinity look-ups a pod without them does not need."""
     spec = pod.get("spec") or {}
-    tolerations = list(spec.get("tolerations") or [])
+    tolerations = spec.get("tolerations") or ()
     node_spec = node.get("spec") or {}
-    if node_spec.get("unschedulable") and not any(
-        tolerates(t, {"key": _UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}) for t in tolerations
-    ):
+    if node_spec.get("unschedulable") and not any(tolerates(t, _UNSCHEDULABLE) for t in tolerations):
         return "were unschedulable"
     if not _ready(node):
         return "were not ready"
-    reason = _untolerated(node_spec.get("taints") or [], tolerations)
-    if reason:
-        return reason
-    labels = (node.get("metadata") or {}).get("labels") or {}
-    for key, value in (spec.get("nodeSelector") or {}).items():
-        if labels.get(key) != value:
-            return "didn't match Pod's node selector"
+    taints = node_spec.get("taints")
+    if taints:
+        reason = _untolerated(taints, tolerations)
+        if reason:
+            return reason
+    selector = spec.get("nodeSelector")
+    if selector:
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        for key, value in selector.items():
+            if labels.get(key) != value:
+                return "didn't match Pod's node selector"
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     )

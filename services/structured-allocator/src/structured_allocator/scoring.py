@@ -18,8 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from draflow_runtime.dra import allocation_results
-
 __all__ = ["SCORERS", "Candidate", "PackScorer", "Scorer", "SpreadScorer", "make_scorer"]
 
 
@@ -35,7 +33,8 @@ class Candidate:
 
     @property
     def devices_taken(self) -> int:
-        return sum(len(allocation_results(a)) for a in self.allocations)
+        # scored for every feasible node of a decision: count the results without copying them
+        return sum(len((a.get("devices") or {}).get("results") or ()) for a in self.allocations)
 
     @property
     def free_after(self) -> int:
