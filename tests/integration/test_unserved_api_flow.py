@@ -1,7 +1,8 @@
 """An ordinary cluster: kube-apiserver v1.37.1 does not serve the beta and alpha APIs unless its
 ``--runtime-config`` enables them. PodGroups (``scheduling.k8s.io/v1beta1``, GenericWorkload) and
-ResourcePoolStatusRequests (``resource.k8s.io/v1alpha3``) are not served here, while the services keep
-their default feature gates (DRAWorkloadResourceClaims and DRAResourcePoolStatus on).
+ResourcePoolStatusRequests (``resource.k8s.io/v1alpha3``) are not served here, nor DeviceTaintRules (GA, but
+any resource can be turned off there), while the services keep their default feature gates
+(DRAWorkloadResourceClaims, DRAResourcePoolStatus and DRADeviceTaintRules on).
 
 The five services as processes on a one-node fleet: a pod with a template claim gets its claim, which is
 allocated and reserved for it, and the pod is bound and Running; claim-controller and structured-allocator
@@ -23,14 +24,15 @@ from typing import Any
 import pytest
 
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import POD_GROUPS, RESOURCE_POOL_STATUS_REQUESTS, KubeClient
+from draflow_runtime.kube import DEVICE_TAINT_RULES, POD_GROUPS, RESOURCE_POOL_STATUS_REQUESTS, KubeClient
 from draflow_testenv.environment import Environment
 from draflow_testenv.fleetflow import ServiceFlow
 
 pytestmark = pytest.mark.integration
 
 # After the environment's own --runtime-config (which turns them on): the last value of a key wins.
-NOT_SERVED = "--runtime-config=scheduling.k8s.io/v1beta1=false,resource.k8s.io/v1alpha3=false"
+NOT_SERVED = ("--runtime-config=scheduling.k8s.io/v1beta1=false,resource.k8s.io/v1alpha3=false,"
+              "resource.k8s.io/v1/devicetaintrules=false")
 WARNING = "api not served, feature off"
 
 
@@ -57,7 +59,7 @@ async def test_without_the_podgroup_api_a_template_claim_is_made_allocated_and_i
         fleet = Path(tempfile.mkdtemp(prefix="dus-", dir="/tmp"))  # short: unix socket paths <= 107 bytes
         flow = ServiceFlow(env, kube, ns, suffix, nodes=1, gpus=2)
         try:
-            for res in (POD_GROUPS, RESOURCE_POOL_STATUS_REQUESTS):
+            for res in (POD_GROUPS, RESOURCE_POOL_STATUS_REQUESTS, DEVICE_TAINT_RULES):
                 with pytest.raises(NotFound):
                     await kube.list(res, limit=1)
             await env.admin.ensure_namespace(ns)
@@ -75,10 +77,12 @@ async def test_without_the_podgroup_api_a_template_claim_is_made_allocated_and_i
 
             pod_groups = ("podgroups", "scheduling.k8s.io/v1beta1", "DRAWorkloadResourceClaims")
             pool_status = ("resourcepoolstatusrequests", "resource.k8s.io/v1alpha3", "DRAResourcePoolStatus")
+            taint_rules = ("devicetaintrules", "resource.k8s.io/v1", "DRADeviceTaintRules")
             logs = env.logs_dir
-            assert _warnings(logs / f"claim-controller-{flow.prefix}.log") == [pod_groups]
-            assert sorted(_warnings(logs / f"structured-allocator-{flow.prefix}.log")) == [pod_groups,
-                                                                                          pool_status]
+            assert sorted(_warnings(logs / f"claim-controller-{flow.prefix}.log")) == [
+                taint_rules, pod_groups]
+            assert sorted(_warnings(logs / f"structured-allocator-{flow.prefix}.log")) == [
+                taint_rules, pod_groups, pool_status]
         finally:
             await flow.stop()
             shutil.rmtree(fleet, ignore_errors=True)
