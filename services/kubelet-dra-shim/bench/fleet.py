@@ -32,10 +32,11 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
-from draflow_runtime.errors import AlreadyExists
+from draflow_runtime.errors import AlreadyExists, Gone
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
     LEASES,
@@ -179,16 +180,32 @@ async def prepare_latencies(
     listing = await kube.list(PODS, namespace=ns)
     done = asyncio.Event()
 
+    def seen(obj: dict[str, Any], now: float) -> None:
+        name = obj["metadata"]["name"]
+        if (obj.get("status") or {}).get("phase") == "Running" and name not in running:
+            running[name] = now
+            if len(running) == pods:
+                done.set()
+
     async def watch() -> None:
-        async for _, obj in kube.watch(
-            PODS, namespace=ns, resource_version=listing["metadata"]["resourceVersion"], allow_bookmarks=False
-        ):
-            name = obj["metadata"]["name"]
-            if (obj.get("status") or {}).get("phase") == "Running" and name not in running:
-                running[name] = time.monotonic()
-                if len(running) == pods:
-                    done.set()
-                    return
+        """Until every pod runs. The API server closes a watch whose reader falls behind (this process
+        starved on a loaded machine): watch again from the last resourceVersion, list again if it expired
+        (pods seen Running in that list count from then: pessimistic)."""
+        rv = listing["metadata"]["resourceVersion"]
+        while not done.is_set():
+            try:
+                events = kube.watch(PODS, namespace=ns, resource_version=rv, allow_bookmarks=False)
+                async for _, obj in events:
+                    rv = obj["metadata"].get("resourceVersion") or rv
+                    seen(obj, time.monotonic())
+                    if done.is_set():
+                        return
+            except Gone:
+                relisted = await kube.list(PODS, namespace=ns)
+                now = time.monotonic()
+                for obj in relisted["items"]:
+                    seen(obj, now)
+                rv = relisted["metadata"]["resourceVersion"]
 
     task = asyncio.create_task(watch())
     sem = asyncio.Semaphore(8)  # the allocator's pace, more or less: a few pods at a time

@@ -50,7 +50,12 @@ class ShimSettings(FleetSettings, FeatureGatesSettings):
         0.5, gt=0, description="Seconds between scans of the plugin registration directories."
     )
     rpc_timeout: float = Field(45.0, gt=0, description="Timeout of one NodePrepare/NodeUnprepare call.")
-    workers: int = Field(8, ge=1, description="Pods reconciled concurrently (across all nodes).")
+    workers: int = Field(
+        64,
+        ge=1,
+        description="Pods reconciled concurrently (across all nodes); each mostly waits on the API server "
+        "and a driver.",
+    )
     resync_interval: float = Field(
         60.0, gt=0, description="Seconds between sweeps that unprepare claims of pods no longer active."
     )
