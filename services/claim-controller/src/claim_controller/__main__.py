@@ -30,21 +30,23 @@ from .settings import Settings
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     async with ServiceContext(COMPONENT, settings) as svc:
+        current: list[Controller] = []
+        sharded = settings.shards > 1
+        await svc.serve_http(ready=lambda: (not sharded and svc.standby)
+                             or (bool(current) and current[-1].synced))
+        # after /healthz is up: this waits for the API server, which may not answer yet
         settings = await served_settings(svc.kube, settings)
         bus = await svc.connect_bus()
-        current: list[Controller] = []
 
         def make() -> Controller:
             return Controller(settings, svc.kube, bus=bus if bus.enabled else None,
                               requester=bus if bus.enabled else None, namespace=settings.namespace or None)
 
-        if settings.shards > 1:
+        if sharded:
             controller = make()
-            await svc.serve_http(ready=lambda: controller.synced)
+            current.append(controller)
             await run_sharded(controller, coordinator(svc, settings, controller))
             return
-
-        await svc.serve_http(ready=lambda: svc.standby or (bool(current) and current[-1].synced))
 
         async def term() -> None:
             controller = make()

@@ -67,13 +67,14 @@ async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
     async with ServiceContext(COMPONENT, settings) as svc:
-        settings = await served_settings(svc.kube, settings)
         explanations = ExplanationStore(settings.explanations_kept)
         web = WebView(explanations, jaeger_url=settings.ui_jaeger_url)
         current: list[Scheduler] = []
         POOL_METRICS.source = lambda: current[-1].state if current else None
         await svc.serve_http(ready=lambda: svc.standby or (bool(current) and current[-1].synced),
                              routes=[*explanations.routes(), *web.routes()])
+        # after /healthz is up: this waits for the API server, which may not answer yet
+        settings = await served_settings(svc.kube, settings)
         await svc.lead(lambda: lead(svc, settings, explanations, current, web))
 
 
