@@ -37,6 +37,21 @@ def test_upsert_keeps_memo_for_same_resource_version_and_drops_it_on_change() ->
     assert evaluate(sel, changed.devices[0]) is False
 
 
+def test_index_counts_slices_that_map_node_resources_through_updates_and_removal() -> None:
+    mapping = {"cpu": {"mapping": {"deviceMultiplier": "1"}}}
+    index = SliceIndex([rslice("a", [dev("x")], rv="1")])
+    assert index.maps_node_resources is False
+    index.upsert(rslice("b", [dev("y"), dev("z", nodeAllocatableResources=mapping)], node="node-2", rv="1"))
+    index.upsert(rslice("a", [dev("x", nodeAllocatableResources=mapping)], rv="2"))
+    assert index.maps_node_resources is True
+    index.upsert(rslice("a", [dev("x")], rv="3"))  # a no longer maps; b still does
+    assert index.maps_node_resources is True
+    index.remove("b")
+    assert index.maps_node_resources is False
+    index.remove("b")  # removing twice changes nothing
+    assert index.maps_node_resources is False
+
+
 def test_pool_order_binding_conditions_last() -> None:
     index = SliceIndex(
         [

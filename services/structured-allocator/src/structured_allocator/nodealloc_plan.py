@@ -101,6 +101,8 @@ class NodeAllocatableCheck:
               ) -> tuple[list[dict[str, Any]], list[str]]:
         """(claim statuses, reasons the pod does not fit ``node`` with them); ``allocations``: those of
         the claims to allocate, in order (more, e.g. the extended-resource claim's, are ignored)."""
+        if not self.slices.maps_node_resources:
+            return [], []  # no device maps node resources: no claim gets a status (claim_statuses)
         new = ((n, c, a) for (n, c), a in zip(self.to_allocate, allocations, strict=False))
         claims = [*self.allocated, *new]
         statuses = claim_statuses(self.pod, claims, device_lookup(self.slices, node))
@@ -124,7 +126,8 @@ def admit(feasible: list[Candidate], candidate: Candidate, na: NodeAllocatableCh
             explanation.node_reasons[reason] += 1
         if reasons:
             return
-        candidate = replace(candidate, node_allocatable=statuses)
+        if statuses:
+            candidate = replace(candidate, node_allocatable=statuses)
     feasible.append(candidate)
 
 

@@ -176,6 +176,10 @@ class PreparedSlice:
             for d in spec.get("devices") or []
             for c in d.get("consumesCounters") or []
         )
+        # DRANodeAllocatableResources: a device maps node resources (nodealloc looks only at those).
+        self.maps_node_resources: bool = any(
+            d.get("nodeAllocatableResources") for d in spec.get("devices") or []
+        )
 
     @property
     def pool_id(self) -> tuple[str, str]:
@@ -194,6 +198,7 @@ class SliceIndex:
         self._on_node: dict[str, dict[str, PreparedSlice]] = {}
         self._shared: dict[str, PreparedSlice] = {}
         self._by_pool: dict[tuple[str, str], dict[str, PreparedSlice]] = {}
+        self._mapping_slices = 0  # slices with a device that has nodeAllocatableResources
         for s in slices:
             self.upsert(s)
 
@@ -212,6 +217,7 @@ class SliceIndex:
         else:
             self._shared[name] = prepared
         self._by_pool.setdefault(prepared.pool_id, {})[name] = prepared
+        self._mapping_slices += prepared.maps_node_resources
         return prepared
 
     add = upsert
@@ -221,6 +227,7 @@ class SliceIndex:
         old = self._by_name.pop(name, None)
         if old is None:
             return
+        self._mapping_slices -= old.maps_node_resources
         if old.node_name:
             per_node = self._on_node.get(old.node_name, {})
             per_node.pop(name, None)
@@ -238,6 +245,12 @@ class SliceIndex:
 
     def pool_slices(self, pool_id: tuple[str, str]) -> list[PreparedSlice]:
         return list(self._by_pool.get(pool_id, {}).values())
+
+    @property
+    def maps_node_resources(self) -> bool:
+        """Whether a device of some slice has ``nodeAllocatableResources`` (none: no pod has a
+        node-allocatable DRA share anywhere)."""
+        return self._mapping_slices > 0
 
     def __len__(self) -> int:
         return len(self._by_name)
