@@ -108,6 +108,8 @@ class Allocator:
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self._group_baselines: dict[tuple[str, str], Baseline] = {}
         self._derived: dict[str, DerivedExpression | CelCompileError] = {}
+        # RunState._validated: (claim, indices, request name, id(spec)) -> (spec, validated request)
+        self.validated_requests: dict[tuple[str, int, int, int, str, int], tuple[Any, RequestData]] = {}
 
     def allocate(
         self,

@@ -6,6 +6,7 @@ subrequests, ``All`` device collection, the 32-results limit, constraints) and t
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
@@ -98,17 +99,7 @@ class RunState:
             )
             datas = []
             for si, spec in specs:
-                rd = validate_request(
-                    claim=key,
-                    claim_index=ci,
-                    request_index=ri,
-                    sub_index=si,
-                    base_name=name,
-                    spec=spec,
-                    classes=self.a.classes,
-                    cache=self.a.cel_cache,
-                    features=self.features,
-                )
+                rd = self._validated(key, ci, ri, si, name, spec)
                 if rd.admin_access and not self.admin_access_allowed:
                     raise InvalidRequestError(
                         f'claim "{key}", request "{rd.name}": admin access is requested, but the namespace '
@@ -140,6 +131,31 @@ class RunState:
                 )
             constraints.append(c)
         self.constraints.append(constraints)
+
+    def _validated(self, key: str, ci: int, ri: int, si: int, name: str,
+                   spec: Mapping[str, Any]) -> RequestData:
+        """:func:`validate_request`, remembered by the Allocator (one per decision) for this very ``spec``
+        object: it does not depend on the node. Errors are not remembered (a new call raises them
+        again); an ``All`` request gets its own device list per run."""
+        memo = self.a.validated_requests
+        memo_key = (key, ci, ri, si, name, id(spec))
+        hit = memo.get(memo_key)
+        if hit is not None and hit[0] is spec:  # the entry holds ``spec``: its id is not reused meanwhile
+            rd = hit[1]
+        else:
+            rd = validate_request(
+                claim=key,
+                claim_index=ci,
+                request_index=ri,
+                sub_index=si,
+                base_name=name,
+                spec=spec,
+                classes=self.a.classes,
+                cache=self.a.cel_cache,
+                features=self.features,
+            )
+            memo[memo_key] = (spec, rd)
+        return replace(rd, all_devices=[]) if rd.all_mode else rd
 
     def _collect_all(self, rd: RequestData, key: str) -> None:
         for pool in self.pools:
