@@ -137,6 +137,17 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {mem_gib:.0f} GiB, {system}, Python {platform.python_version()}"
 
 
+def revision() -> str:
+    """The checkout measured: its short commit, ``+changes`` when the work tree differs from it."""
+    def git(*argv: str) -> str:
+        proc = subprocess.run(["git", *argv], cwd=ROOT, capture_output=True, text=True, check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    head = git("rev-parse", "--short", "HEAD") or "unknown commit"
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!docs/benchmarks.md")
+    return head + ("+changes" if dirty else "")
+
+
 def run(bench: Bench, quick: bool) -> tuple[str, str, float, int]:
     argv = [sys.executable, bench.script, *(bench.quick_args if quick else bench.args)]
     shown = " ".join(["python", *argv[1:]])
@@ -174,6 +185,7 @@ def main() -> int:
 
     sections = []
     failed = 0
+    commit = revision()
     for bench in chosen:
         if not (ROOT / bench.script).exists():
             sections.append(f"## {bench.title}\n\nNot run: `{bench.script}` does not exist yet.\n")
@@ -182,7 +194,8 @@ def main() -> int:
         failed += rc != 0
         body = out if out.lstrip().startswith(("|", "#", "-")) else f"```\n{out}\n```"
         when = f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC"
-        sections.append(f"## {bench.title}\n\nCommand: `{shown}` ({took:.0f} s, measured {when})\n\n{body}\n")
+        sections.append(f"## {bench.title}\n\nCommand: `{shown}` ({took:.0f} s, measured {when} at {commit})"
+                        f"\n\n{body}\n")
 
     out_path = ROOT / args.output
     if args.only is not None and out_path.exists():
