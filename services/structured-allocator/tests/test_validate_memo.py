@@ -1,8 +1,10 @@
-"""An Allocator (one per decision) validates each request once for all the nodes it tries
-(issue #15 item 2b): the validation does not depend on the node, except ``All`` mode's device list."""
+"""What an Allocator (one per decision) remembers across the nodes it tries (issue #15 item 2): each
+request's validation (it does not depend on the node, except ``All`` mode's device list) and the
+allocation timestamp's text for the current second."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -40,3 +42,17 @@ def test_an_invalid_request_fails_the_same_way_on_every_node() -> None:
             allocator.allocate(node, claims)
         messages.append(str(err.value))
     assert messages == ['claim "default/c", request "bad": device class missing does not exist'] * 3
+
+
+def test_allocation_timestamps_follow_the_clock_to_the_second() -> None:
+    t0 = datetime(2026, 11, 24, 20, 59, 59, 100, tzinfo=UTC)
+    times = iter([t0, t0 + timedelta(microseconds=999_000),
+                  (t0 + timedelta(seconds=1)).astimezone(timezone(timedelta(hours=2))),
+                  datetime(1969, 12, 31, 23, 59, 59, 500_000, tzinfo=UTC),
+                  datetime(1970, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)])
+    allocator = Allocator({"gpu": GPU_CLASS}, [rslice("s1", [dev("a")])], AllocatedState(),
+                          clock=lambda: next(times))
+    claims = [claim("c", req("gpu"))]
+    stamps = [allocator.allocate(NODE, claims).results[0]["allocationTimestamp"] for _ in range(5)]
+    assert stamps == ["2026-11-24T20:59:59Z", "2026-11-24T20:59:59Z", "2026-11-24T21:00:00Z",
+                      "1969-12-31T23:59:59Z", "1970-01-01T00:00:00Z"]

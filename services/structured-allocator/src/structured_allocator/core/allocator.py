@@ -105,6 +105,7 @@ class Allocator:
         self.cel_cache = cel_cache if cel_cache is not None else CelCache()
         self.new_share_id = new_share_id or (lambda: str(uuid.uuid4()))
         self.clock = clock or (lambda: datetime.now(UTC))
+        self.last_timestamp: tuple[int, str] | None = None  # results._timestamp: (second, its text)
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self._group_baselines: dict[tuple[str, str], Baseline] = {}
         self._derived: dict[str, DerivedExpression | CelCompileError] = {}
