@@ -7,6 +7,7 @@ async with Environment() as env:           # temporary state dir; logs kept in e
     await env.pause_nats(); env.resume_nats()              # SIGSTOP/SIGCONT: a stalled, still-open server
     path = await env.serviceaccount_kubeconfig("ns", "sa") # a real bound token via TokenRequest
     rev = await env.compact_etcd()                         # compact etcd at its current revision
+    await env.crash_apiserver(downtime=2)                  # SIGKILL kube-apiserver, start it again
 ```
 
 No kube-controller-manager or scheduler runs (draflow plays those roles): namespaces need no controller to
@@ -257,9 +258,8 @@ class Environment:
             self._record_pids()
 
     async def pause_nats(self) -> None:
-        """SIGSTOP nats-server (returns once it is stopped): clients stay connected but get no answer (acks
-        time out), for tests that NATS never slows Kubernetes work. :meth:`resume_nats` continues it;
-        stopping works either way."""
+        """SIGSTOP nats-server, returning once it is stopped: clients stay connected, acks time out.
+        :meth:`resume_nats` continues it; stopping works either way."""
         await self._procs["nats"].pause()
 
     def resume_nats(self) -> None:
@@ -273,6 +273,25 @@ class Environment:
         url = f"http://{servers.HOST}:{self.ports.nats_monitor}/healthz?js-enabled-only=true"
         nats = await self._launch("nats", self._nats_argv)
         await nats.wait_ready(lambda: self._get_ok(url), self.startup_timeout)
+
+    async def crash_apiserver(self, downtime: float) -> None:
+        """SIGKILL kube-apiserver; ``downtime`` s later start it with the same command; wait till ready."""
+        old = self._procs["kube-apiserver"]
+        await old.kill()
+        await asyncio.sleep(downtime)
+        new = old.again()
+        await new.start()
+        self._procs["kube-apiserver"] = new
+        self._record_pids()
+        await new.wait_ready(self.admin.ready, self.startup_timeout, interval=0.25)
+
+    async def restart_service(self, old: ManagedProcess) -> ManagedProcess:
+        """Start a service of :meth:`run_service` again with the same command; stopped with the env."""
+        new = old.again()
+        await new.start()
+        self._services.append(new)
+        self._record_pids()
+        return new
 
     def _record_pids(self) -> None:
         """``<state>/pids.json``: this process and every server's process group, for ``down``."""

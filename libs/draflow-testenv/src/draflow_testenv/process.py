@@ -43,7 +43,7 @@ def log_tail(path: Path, lines: int = 30) -> str:
 
 
 class ManagedProcess:
-    """One supervised server process. Not restartable: create a new one (same argv) to start again."""
+    """One supervised server process. Not restartable: :meth:`again` makes the next one."""
 
     def __init__(
         self, name: str, argv: Sequence[str], log_path: Path, *,
@@ -55,6 +55,10 @@ class ManagedProcess:
         self.env = dict(env) if env is not None else None
         self.cwd = cwd
         self._proc: asyncio.subprocess.Process | None = None
+
+    def again(self) -> ManagedProcess:
+        """A new, not yet started process with this one's command, log file, environment and directory."""
+        return ManagedProcess(self.name, self.argv, self.log_path, env=self.env, cwd=self.cwd)
 
     @property
     def pid(self) -> int | None:

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from draflow_runtime.kube import RESOURCE_SLICES, KubeClient
 from draflow_testenv.environment import Environment
-from draflow_testenv.process import ManagedProcess
 from draflow_testenv.wait import eventually
 
 from .stack import Stack
@@ -63,15 +62,8 @@ async def nats_stopped(ctx: Ctx) -> None:
 
 
 async def apiserver_restart(ctx: Ctx) -> None:
-    """SIGKILL kube-apiserver and start it again with the same command (same port, same etcd)."""
-    procs: dict[str, ManagedProcess] = ctx.env._procs
-    old = procs["kube-apiserver"]
-    await old.kill()
-    await asyncio.sleep(2)
-    new = ManagedProcess(old.name, old.argv, old.log_path, env=old.env, cwd=old.cwd)
-    await new.start()
-    procs["kube-apiserver"] = new
-    await new.wait_ready(ctx.env.admin.ready, 120, interval=0.25)
+    """SIGKILL kube-apiserver and start it again 2 s later with the same command (same port, same etcd)."""
+    await ctx.env.crash_apiserver(downtime=2)
 
 
 async def etcd_compaction(ctx: Ctx) -> None:

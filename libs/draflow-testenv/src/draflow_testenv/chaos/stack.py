@@ -58,10 +58,7 @@ class Stack:
         old = self.procs[name]
         if old.running:
             await self.kill(name)
-        new = ManagedProcess(old.name, old.argv, old.log_path, env=old.env, cwd=old.cwd)
-        await new.start()
-        self.procs[name] = new
-        self.env._services.append(new)  # stopped with the environment
+        self.procs[name] = await self.env.restart_service(old)
 
     def check_alive(self) -> list[str]:
         """Replicas that exited without the harness killing them (each reported once)."""
