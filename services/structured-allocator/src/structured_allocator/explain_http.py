@@ -105,22 +105,44 @@ class PodExplanation:
 
 
 class ExplanationStore:
-    """Latest explanation per claim (bounded, oldest dropped first) and its HTTP routes."""
+    """Latest explanation per claim (bounded, oldest dropped first) and its HTTP routes.
+
+    An entry lives while its claim is unplaced: the scheduler forgets it when the pod is placed,
+    deleted or no longer ours, and when the claim is deleted or allocated (:meth:`forget`,
+    :meth:`forget_pod`), so ``/explain`` answers only for claims still waiting."""
 
     def __init__(self, capacity: int = 2048) -> None:
         self._capacity = capacity
         self._by_claim: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._by_pod: dict[str, set[str]] = {}  # pod key -> the claim keys it explains
 
     def record(self, explanation: PodExplanation) -> None:
         for claim_key in explanation.claims:
+            self._drop(claim_key)
             self._by_claim[claim_key] = explanation.for_claim(claim_key)
-            self._by_claim.move_to_end(claim_key)
+            self._by_pod.setdefault(explanation.pod, set()).add(claim_key)
         while len(self._by_claim) > self._capacity:
-            self._by_claim.popitem(last=False)
+            self._drop(next(iter(self._by_claim)))
 
     def forget(self, claim_keys: Sequence[str]) -> None:
+        """Drop the explanations of these claims (allocated, deleted, or their pod placed)."""
         for key in claim_keys:
-            self._by_claim.pop(key, None)
+            self._drop(key)
+
+    def forget_pod(self, pod_key: str) -> None:
+        """Drop every explanation recorded for ``pod_key`` (deleted, no longer ours, placed)."""
+        for key in self._by_pod.pop(pod_key, ()):
+            self._drop(key)
+
+    def _drop(self, claim_key: str) -> None:
+        entry = self._by_claim.pop(claim_key, None)
+        if entry is None:
+            return
+        keys = self._by_pod.get(entry["pod"])
+        if keys is not None:
+            keys.discard(claim_key)
+            if not keys:
+                del self._by_pod[entry["pod"]]
 
     def get(self, claim_key: str) -> dict[str, Any] | None:
         return self._by_claim.get(claim_key)

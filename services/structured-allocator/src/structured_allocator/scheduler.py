@@ -163,6 +163,7 @@ class Scheduler:
             self._bound.discard(key)
             self.unschedulable.discard(key)
             self.reporter.forget(key)
+            self.explanations.forget_pod(key)
             self._failures.pop(key, None)
             self.queue.forget(key)
             return
@@ -170,6 +171,9 @@ class Scheduler:
 
     def claim_changed(self, key: str, freed: bool) -> None:
         self.binding.notify(key)
+        claim = self.state.claims.get(key)
+        if claim is None or (claim.get("status") or {}).get("allocation"):
+            self.explanations.forget([key])  # deleted or allocated: no longer waiting for devices
         for pod in self.state.pods_using_claim(key):
             self.queue.add(key_of(pod))
         if freed:
@@ -196,6 +200,7 @@ class Scheduler:
         pod = self.state.pods.get(key)
         if pod is None or not self.state.ours(pod) or pod["metadata"].get("deletionTimestamp"):
             self.unschedulable.discard(key)
+            self.explanations.forget_pod(key)
             return Done()
         if key in self.in_flight or key in self._bound:
             return Done()  # in flight: its pipeline requeues the pod if it fails
@@ -375,6 +380,7 @@ class Scheduler:
             self.unschedulable.discard(key)
             self.reporter.forget(key)
             self.explanations.forget([cp.key for cp in plan.claims])
+            self.explanations.forget_pod(key)
             log.info("pod placed", pod=key, node=plan.node, claims=[cp.key for cp in plan.claims])
             return True
         finally:

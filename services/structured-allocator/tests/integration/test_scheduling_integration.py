@@ -170,5 +170,26 @@ async def test_explanation_of_an_impossible_claim_names_request_and_reason(kit: 
         await server.stop()
 
 
+async def test_explanations_are_forgotten_when_the_pod_or_the_claim_goes(kit: Kit) -> None:
+    node = await kit.node("n")
+    await kit.slice(node, 1)
+    await kit.device_class_()
+    store = ExplanationStore()
+    await kit.start(explanations=store)
+    impossible = ("device.attributes[device.driver].index >= 5",)
+    for name in ("pod-goes", "claim-goes", "stays"):
+        await kit.claim(f"{name}-c", selectors=impossible)
+        await kit.pod(name, {"gpu": {"resourceClaimName": f"{name}-c"}})
+    keys = {name: f"{kit.namespace}/{name}-c" for name in ("pod-goes", "claim-goes", "stays")}
+    await eventually(lambda: all(store.get(k) for k in keys.values()), what="three explanations")
+
+    await kit.kube.delete(PODS, "pod-goes", kit.namespace)  # unbound: gone at once
+    await kit.kube.delete(RESOURCE_CLAIMS, "claim-goes-c", kit.namespace)  # the pod stays, waiting
+    await eventually(lambda: store.get(keys["pod-goes"]) is None, what="deleted pod's claim forgotten")
+    await eventually(lambda: store.get(keys["claim-goes"]) is None, what="deleted claim forgotten")
+    assert store.get(keys["stays"]) is not None
+    assert [item["claim"] for item in store.latest()] == [keys["stays"]]
+
+
 async def _events_with(kit: Kit, pod: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in await kit.events(pod) if e["reason"] == reason]
