@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from pydantic import Field, ValidationError
 from pydantic_settings import SettingsConfigDict
@@ -125,3 +128,12 @@ def test_with_gate_off_turns_one_gate_off_and_keeps_the_others(given: str) -> No
 def test_with_gate_off_refuses_to_break_a_dependency() -> None:
     with pytest.raises(ValueError, match="DRAPartitionableDevicesType is enabled, but depends"):
         GatedSettings().with_gate_off("DRAResourcePoolStatus")
+
+
+def test_importing_settings_loads_no_network_client() -> None:
+    """Every service's settings module imports this one, and so do the tests that start a process per
+    case: nats-py and aiohttp (half a second of import) are loaded by the bus when it connects."""
+    probe = ("import sys, draflow_runtime.settings; "
+             "print(' '.join(m for m in ('nats', 'aiohttp', 'grpc') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert loaded.stdout.split() == []

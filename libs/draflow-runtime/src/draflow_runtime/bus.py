@@ -35,7 +35,8 @@ from nats.js.api import StorageType, StreamConfig
 from nats.js.client import JetStreamContext
 from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
-from draflow_runtime.busauth import ConnectFailed, NatsSecurity, connect_once
+from draflow_runtime.busauth import NatsSecurity
+from draflow_runtime.busconnect import ConnectFailed, connect_once
 from draflow_runtime.busconsumer import PullConsumer
 from draflow_runtime.buserrors import (
     _TRANSIENT,

@@ -13,23 +13,19 @@ TLS) and a client certificate and key (mutual TLS). Any TLS setting upgrades the
 next connection.
 
 Who may publish and subscribe to what is the server's side: ``deploy/kustomize/components/nats-auth``
-holds each service's permissions (``docs/deploy.md`` "NATS").
+holds each service's permissions (``docs/deploy.md`` "NATS"). One connection attempt with these
+credentials is :func:`draflow_runtime.busconnect.connect_once`; this module does not import nats-py, so
+the settings (which validate a NatsSecurity) stay cheap to import.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import ssl
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import nats.errors
-from nats.aio.client import Client
-
-__all__ = ["ConnectFailed", "NatsSecurity", "connect_once", "error_text", "is_refusal"]
+__all__ = ["NatsSecurity"]
 
 
 @dataclass(frozen=True)
@@ -105,61 +101,3 @@ class NatsSecurity:
 def _readable(path: str, what: str) -> None:
     if not Path(path).is_file():
         raise FileNotFoundError(f"{what} {path} does not exist")
-
-
-def is_refusal(exc: BaseException) -> bool:
-    """The server (not the network) said no: bad credentials, TLS demanded or failing verification."""
-    if isinstance(exc, nats.errors.AuthorizationError | ssl.SSLError | nats.errors.SecureConnRequiredError
-                  | nats.errors.SecureConnFailedError | nats.errors.SecureConnWantedError):
-        return True
-    text = str(exc).lower()
-    return "authorization violation" in text or "tls" in text
-
-
-def error_text(exc: BaseException) -> str:
-    """``Type: message`` of an exception, for logs and :attr:`EventBus.last_error`."""
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-
-
-class ConnectFailed(nats.errors.Error):
-    """One connection attempt failed (a ``nats.errors.Error``: the bus retries it). ``kind``: ``refused``
-    (the server answered and said no: credentials, TLS), ``unusable`` (a credentials or TLS file cannot
-    be read) or ``unreachable``; ``reason`` the underlying error; the message names the server."""
-
-    def __init__(self, url: str, kind: str, reason: str) -> None:
-        what = {"refused": "refused the connection", "unusable": "credentials unusable"}.get(
-            kind, "unreachable")
-        super().__init__(f"nats server {url} {what}: {reason}")
-        self.kind, self.reason = kind, reason
-
-    def __str__(self) -> str:  # nats.errors.Error prefixes "nats: "
-        return str(self.args[0])
-
-
-async def connect_once(url: str, security: NatsSecurity, *, within: float,
-                       error_cb: Callable[[Exception], Awaitable[None]], **options: Any) -> Client:
-    """One connection attempt of at most ``within`` seconds with ``security``'s credentials and TLS and
-    nats-py's ``options``; raises :class:`ConnectFailed` saying why (the cause attached)."""
-    try:
-        credentials = security.connect_options()
-    except OSError as exc:
-        raise ConnectFailed(url, "unusable", error_text(exc)) from exc
-    nc, refused = Client(), [""]
-
-    async def on_error(exc: Exception) -> None:  # nats-py reports the server's -ERR here, not in connect
-        if is_refusal(exc):
-            refused[0] = error_text(exc)
-        await error_cb(exc)
-
-    try:
-        await asyncio.wait_for(nc.connect(url, **credentials, **options, error_cb=on_error), timeout=within)
-    except Exception as exc:
-        with contextlib.suppress(Exception):
-            await nc.close()
-        reason = refused[0] or (error_text(exc) if is_refusal(exc) else "")
-        raise ConnectFailed(url, "refused" if reason else "unreachable", reason or error_text(exc)) from exc
-    except BaseException:
-        with contextlib.suppress(Exception):
-            await nc.close()
-        raise
-    return nc
