@@ -81,6 +81,7 @@ class FakeDriver:
         self.registrations: list[tuple[bool, str]] = []
         self.prepare_calls = 0
         self.unprepared: list[str] = []  # claim UIDs of every NodeUnprepareResources received
+        self.fail_unprepare: dict[str, str] = {}  # claim name -> the error its unprepare answers
         self.device_health: dict[tuple[str, str], int] = {}
         self.held: dict[str, asyncio.Event] = {}  # claim name -> prepare of it waits until the event is set
         self.blocked: set[str] = set()  # claim names whose prepare is waiting on ``held`` right now
@@ -234,6 +235,9 @@ class _Dra:
         resp = self.m.NodeUnprepareResourcesResponse()
         for c in request.claims:
             self.d.unprepared.append(c.uid)
+            if c.name in self.d.fail_unprepare:
+                resp.claims[c.uid].error = self.d.fail_unprepare[c.name]
+                continue
             with contextlib.suppress(FileNotFoundError):
                 self.d.spec_path(c.uid).unlink()
             resp.claims[c.uid].error = ""

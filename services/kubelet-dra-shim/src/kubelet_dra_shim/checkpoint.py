@@ -93,7 +93,10 @@ class ClaimInfo:
     until that driver answered). ``skip_node_operations`` is the kubelet's per-driver
     ``skipNodeOperations``, kept from a kubelet-written checkpoint and written back unchanged.
     ``prepared`` is in-memory only: after a restart every claim starts unprepared, so it is prepared
-    again once (drivers are idempotent).
+    again once (drivers are idempotent). ``unpreparing`` (in-memory too) is kubelet's ``unpreparing``:
+    the last pods are gone and the drivers are being (or failed to be) asked to unprepare the claim; the
+    info stays whole (every driver, its devices, those pods) until all of them succeeded, and no new
+    pod may use the claim meanwhile.
     """
 
     claim_uid: str
@@ -102,6 +105,7 @@ class ClaimInfo:
     pod_uids: set[str] = field(default_factory=set)
     drivers: dict[str, list[PreparedDevice]] = field(default_factory=dict)
     prepared: bool = False
+    unpreparing: bool = False
     skip_node_operations: dict[str, list[str]] = field(default_factory=dict)
 
     def cdi_ids_for(self, request: str | None) -> list[str]:

@@ -158,17 +158,18 @@ class DriverCalls:
                     time.perf_counter() - started
                 )
 
-    async def unprepare(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
-        """One NodeUnprepareResources; a claim whose driver succeeded forgets that driver."""
+    async def unprepare(self, driver: str, infos: list[ClaimInfo]) -> dict[str, ClaimFailure]:
+        """One NodeUnprepareResources; return failures by claim UID. The claims are left as they are:
+        the caller forgets a claim once every one of its drivers unprepared it."""
         failures = await self._unprepare(driver, infos)
         _count("unprepare", driver, len(infos), len(failures))
         return failures
 
-    async def _unprepare(self, driver: str, infos: list[ClaimInfo]) -> list[ClaimFailure]:
+    async def _unprepare(self, driver: str, infos: list[ClaimInfo]) -> dict[str, ClaimFailure]:
         plugin = self.store.get(driver)
         if plugin is None:
             msg = f"DRA driver {driver} is not registered on node {self.node}"
-            return [ClaimFailure(claim_key(i), driver, msg) for i in infos]
+            return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
         m = plugin.messages
         request = m.NodeUnprepareResourcesRequest(
             claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
@@ -181,17 +182,15 @@ class DriverCalls:
                 response = await self._call(plugin, "NodeUnprepareResources", request)
             except grpc.aio.AioRpcError as exc:
                 msg = f"NodeUnprepareResources failed: {exc.code().name}: {exc.details()}"
-                return [ClaimFailure(claim_key(i), driver, msg) for i in infos]
-        failures: list[ClaimFailure] = []
+                return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
+        failures: dict[str, ClaimFailure] = {}
         for info in infos:
             result = response.claims.get(info.claim_uid)
             if result is None or result.error:
                 msg = result.error if result is not None else "driver returned no result for the claim"
-                failures.append(ClaimFailure(claim_key(info), driver, msg))
+                failures[info.claim_uid] = ClaimFailure(claim_key(info), driver, msg)
                 continue
             await self.events.unprepared(info, self.node, driver)
-            del info.drivers[driver]
-            info.prepared = False
             log.info("claim unprepared", node=self.node, claim=claim_key(info), driver=driver)
         return failures
 

@@ -9,7 +9,12 @@ Contract (same as kubelet's ``pkg/kubelet/cm/dra``):
   only that claim; the pod's other claims are still prepared.
 - :meth:`NodeManager.unprepare_pod` / :meth:`NodeManager.release_inactive` never read the API server:
   everything needed to unprepare is in the checkpoint, so force-deleted pods and deleted claims are
-  still cleaned up. A claim is unprepared only when no pod on the node still references it.
+  still cleaned up. A claim is unprepared only when no pod on the node still references it. As in
+  kubelet's ``unprepareResources``: the last pods' references stay (in the cache and the checkpoint)
+  until every driver of the claim unprepared it; when one driver fails, the claim stays whole (every
+  driver with its devices) and the retry calls every driver again (unprepare is idempotent); while a
+  claim is being unprepared (``ClaimInfo.unpreparing``) a new pod cannot use it (a per-claim failure,
+  retried), and once it is unprepared it is prepared afresh through all of its drivers.
 - Optional node operations (DRAOptionalNodeOperations, :mod:`.nodeops`): a driver whose every device
   result in the claim skips ``NodePrepareResources`` / ``NodeUnprepareResources`` (``*``: both) is not
   called for it, and needs not be registered; the claim is still recorded (pods, the driver with no
@@ -194,7 +199,7 @@ class NodeManager:
         outcome = PrepareOutcome()
         for ref in pod_claims(pod):
             info = mine.get((namespace, ref.claim_name or ""))
-            if info is None or not info.prepared:
+            if info is None or not info.prepared or info.unpreparing:
                 return None
             outcome.claims[ref.name] = info
         return outcome
@@ -252,6 +257,11 @@ class NodeManager:
                     )
                 )
                 continue
+            elif info.unpreparing:  # kubelet: a claim being unprepared takes no new pod
+                outcome.failures.append(ClaimFailure(
+                    f"{meta['namespace']}/{meta['name']}", "",
+                    f"ResourceClaim {meta['name']} is being unprepared"))
+                continue
             if pod_uid not in info.pod_uids:
                 info.pod_uids.add(pod_uid)
                 changed = True
@@ -297,39 +307,48 @@ class NodeManager:
         return await self.release_pods(lambda uid: uid not in active_pod_uids)
 
     async def release_pods(self, gone: Any) -> list[ClaimFailure]:
+        """Drop the pods ``gone(uid)`` says are gone from their claims; a claim whose pods are all gone
+        keeps them and is unprepared (with every claim still being unprepared from an earlier call)."""
         changed = False
         for info in self.claims.values():
             dropped = {uid for uid in info.pod_uids if gone(uid)}
-            if dropped:
+            if not dropped:
+                continue
+            if dropped == info.pod_uids:
+                info.unpreparing = True  # the last references stay until the drivers are done
+            else:
                 info.pod_uids -= dropped
                 changed = True
         if changed:
             await self._save()
-        orphans = [uid for uid, info in self.claims.items() if not info.pod_uids]
+        orphans = [uid for uid, info in self.claims.items() if info.unpreparing or not info.pod_uids]
         if not orphans:
             return []
         async with self._claim_locks.hold_all(orphans):
             return await self._unprepare_unreferenced(orphans)
 
     async def _unprepare_unreferenced(self, uids: list[str]) -> list[ClaimFailure]:
-        """Unprepare the claims of ``uids`` (their locks held) that still have no pod: a pod may have
-        taken one of them again while this call waited for its lock."""
-        orphans = [self.claims[uid] for uid in uids if uid in self.claims and not self.claims[uid].pod_uids]
+        """Unprepare the claims of ``uids`` (their locks held) through every driver; forget those that
+        every driver unprepared, keep the others whole (retried on the next call)."""
+        orphans = [self.claims[uid] for uid in uids
+                   if uid in self.claims and (self.claims[uid].unpreparing or not self.claims[uid].pod_uids)]
         if not orphans:
             return []
         by_driver: dict[str, list[ClaimInfo]] = defaultdict(list)
         for info in orphans:
-            for driver in list(info.drivers):
+            info.unpreparing = True
+            for driver in info.drivers:
                 if skips(info.skip_node_operations.get(driver, ()), UNPREPARE):
-                    del info.drivers[driver]  # nothing to call: the driver is done with the claim
                     log.info("node operation skipped", node=self.node, claim=claim_key(info),
                              driver=driver, operation=UNPREPARE)
                     continue
                 by_driver[driver].append(info)
         results = await asyncio.gather(*(self.calls.unprepare(d, infos) for d, infos in by_driver.items()))
-        failures = [f for r in results for f in r]
+        failures = [f for r in results for f in r.values()]
+        failed = {uid for r in results for uid in r}
         for info in orphans:
-            if not info.drivers and not info.pod_uids:
+            if info.claim_uid not in failed:
+                info.prepared = False
                 del self.claims[info.claim_uid]
         await self._save()
         return failures
