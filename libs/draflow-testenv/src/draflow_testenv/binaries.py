@@ -31,6 +31,9 @@ VERSION_KEYS = {
 }
 # Built from this repository's hack/<name>: the version is a hash of these sources (as hack/binaries.sh does).
 SOURCE_VERSIONED = {"pause": ("go.mod", "main.go")}
+# Go modules of this repository's hack/<name> built against Kubernetes: the version is the Kubernetes version
+# plus a hash of go.mod, go.sum and every .go file (hack/binaries.sh's go_module_hash).
+GO_MODULE_VERSIONED = {"go-dra-driver"}
 # Directories of several binaries: the path names the one moved in last (containerd's holds
 # containerd-shim-runc-v2 and ctr too; cni-plugins' holds bridge, host-local and loopback).
 MARKER = {"cni-plugins": "loopback"}
@@ -81,7 +84,20 @@ def _override(name: str) -> str | None:
     return os.environ.get("DRAFLOW_BIN_" + name.upper().replace("-", "_"))
 
 
+def go_module_hash(src: Path) -> str:
+    """What ``go_module_hash`` of hack/binaries.sh prints for the module directory ``src``."""
+    files = sorted("./" + str(p.relative_to(src)) for p in src.rglob("*")
+                   if p.is_file() and (p.suffix == ".go" or p.name in ("go.mod", "go.sum")))
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.encode() + b"\n" + (src / f).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 def version_of(name: str, root: Path | None = None) -> str:
+    if name in GO_MODULE_VERSIONED:
+        root = root or repo_root()
+        return read_versions(root)["KUBERNETES_VERSION"] + "-" + go_module_hash(root / "hack" / name)
     if name in SOURCE_VERSIONED:
         src = (root or repo_root()) / "hack" / name
         data = b"".join((src / f).read_bytes() for f in SOURCE_VERSIONED[name])

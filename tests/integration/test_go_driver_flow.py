@@ -1,0 +1,128 @@
+"""An upstream-style Go DRA driver against draflow: hack/go-dra-driver, written on
+``k8s.io/dynamic-resource-allocation/kubeletplugin`` v0.37.1 as a third-party vendor writes one, in place of
+draflow's reference-driver. It publishes its own ResourceSlices (upstream's resourceslice controller),
+registers with kubelet-dra-shim through the registration socket and serves DRA v1 over gRPC on unix
+sockets. claim-controller, structured-allocator, kubelet-dra-shim and slice-publisher (which must leave a
+self-publishing driver's slices alone) are draflow's, as processes against the real apiserver and NATS.
+
+What the driver saw comes from its journal (``--journal``, JSON lines written by the driver process): the
+registration status the shim reported with ``NotifyRegistrationStatus`` (the helper's
+``RegistrationStatus``), each prepare with the claim, its request names and the CDI IDs it returned, and
+each unprepare.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from draflow_runtime.kube import PODS, RESOURCE_SLICES, KubeClient
+from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.fleetflow import DRIVER, ServiceFlow
+
+pytestmark = pytest.mark.integration
+
+CDI_ANNOTATION = "draflow.dev/cdi-devices"
+
+
+def journal(path: Path, op: str) -> list[dict[str, Any]]:
+    """The driver's journal entries of kind ``op``, oldest first."""
+    if not path.exists():
+        return []
+    return [e for e in map(json.loads, path.read_text().splitlines()) if e["op"] == op]
+
+
+async def start_driver(run_service: Callable[..., Awaitable[Any]], fleet: Path, node: str) -> Any:
+    """The Go driver for ``node``, in the fleet layout kubelet-dra-shim serves."""
+    binary = await ensure_binary("go-dra-driver")
+    root = fleet / node
+    return await run_service([
+        str(binary), "--driver-name", DRIVER, "--node-name", node,
+        "--registry-dir", str(root / "plugins_registry"), "--plugin-dir", str(root / "plugins" / DRIVER),
+        "--cdi-dir", str(root / "cdi"), "--journal", str(root / "go-driver.jsonl"), "--devices", "4",
+        "--health-interval", "2s",
+    ], name=f"go-dra-driver-{node}")
+
+
+@pytest.mark.timeout(600)
+async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through_the_shim(
+    testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+    run_service: Callable[..., Awaitable[Any]],
+) -> None:
+    ns = await make_namespace("gd")
+    flow = ServiceFlow(testenv, kube, ns, ns.rpartition("-")[2], nodes=1)
+    (node,) = flow.nodes
+    fleet = Path(tempfile.mkdtemp(prefix="dgd-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
+    log = fleet / node / "go-driver.jsonl"
+    try:
+        await flow.start(run_service, fleet, reference_driver=False)
+        driver = await start_driver(run_service, fleet, node)
+        flow.procs.append(driver)
+        # The driver's own slices (upstream's resourceslice controller) make the node usable.
+        await flow.wait_nodes_ready()
+        # The shim told the driver's registration server that it is registered.
+        regs = await flow.until(lambda: journal(log, "registration"), "the driver's registration status")
+        assert regs[-1]["registered"] is True and not regs[-1].get("error"), regs
+
+        await flow.create_objects()
+        await flow.create_pod("go-0")
+        pod = await flow.wait_running("go-0")
+        claim = await flow.claim_of(pod)
+        uid = claim["metadata"]["uid"]
+        results = claim["status"]["allocation"]["devices"]["results"]
+        assert [(r["driver"], r["pool"], r["request"]) for r in results] == [(DRIVER, node, "gpu")], results
+
+        # NodePrepareResources reached the Go driver with this claim and its request; the CDI IDs it
+        # returned are what the simulated kubelet hands the container.
+        prepares = [e for e in journal(log, "prepare") if e["uid"] == uid]
+        assert prepares, journal(log, "prepare")
+        seen = prepares[-1]
+        assert (seen["namespace"], seen["name"]) == (ns, claim["metadata"]["name"])
+        assert [(d["request"], d["pool"], d["device"]) for d in seen["devices"]] == [
+            ("gpu", node, results[0]["device"])]
+        cdi_ids = [i for d in seen["devices"] for i in d["cdiIDs"]]
+        assert json.loads(pod["metadata"]["annotations"][CDI_ANNOTATION]) == {"main": cdi_ids}
+        spec_file = fleet / node / "cdi" / f"{DRIVER}-{uid}.json"
+        assert spec_file.exists()
+
+        # The driver's health service (the helper's v1 DRAResourceHealth) reaches the pod's status.
+        async def healthy() -> list[Any]:
+            got = await kube.get(PODS, "go-0", namespace=ns)
+            statuses = (got.get("status") or {}).get("containerStatuses") or [{}]
+            resources = [r for s in statuses[0].get("allocatedResourcesStatus") or () for r in s["resources"]]
+            return [r for r in resources if r.get("health") == "Healthy" and r["resourceID"] in cdi_ids]
+
+        await flow.until(healthy, "the Go driver's device health in the pod status")
+
+        # Deleting the pod unprepares the claim in the driver, then it is deallocated and deleted.
+        await kube.delete(PODS, "go-0", namespace=ns)
+        await flow.wait_claim_gone(claim["metadata"]["name"], "the generated claim deleted")
+        unprepares = [e for e in journal(log, "unprepare") if e["uid"] == uid]
+        assert [(e["namespace"], e["name"]) for e in unprepares] == [(ns, claim["metadata"]["name"])]
+        assert not spec_file.exists()
+
+        # A restarted driver registers again (a new socket) and serves the next pod.
+        flow.procs.remove(driver)
+        await driver.stop()
+        registrations = len(journal(log, "registration"))
+        driver = await testenv.restart_service(driver)
+        flow.procs.append(driver)
+        await flow.until(lambda: len(journal(log, "registration")) > registrations, "registered again")
+        assert journal(log, "registration")[-1]["registered"] is True
+        await flow.create_pod("go-1")
+        claim = await flow.claim_of(await flow.wait_running("go-1"))
+        assert any(e["uid"] == claim["metadata"]["uid"] for e in journal(log, "prepare"))
+
+        # slice-publisher (started with --wipe-foreign-slices) left the self-publishing driver's slices.
+        slices = (await kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"))["items"]
+        assert [s["spec"]["driver"] for s in slices] == [DRIVER], slices
+    finally:
+        await flow.stop()
+        shutil.rmtree(fleet, ignore_errors=True)
+        await flow.clean_up()
