@@ -161,6 +161,15 @@ def run(bench: Bench, quick: bool) -> tuple[str, str, float, int]:
     return shown, out, took, proc.returncode
 
 
+HAND = "By hand: "  # title prefix of sections measured by hand (before/after comparisons): kept as they are
+
+
+def hand_sections(previous: str) -> list[str]:
+    """The previous page's sections measured by hand: no benchmark here rewrites them."""
+    chunks = ["## " + chunk.rstrip() + "\n" for chunk in previous.split("\n## ")[1:]]
+    return [c for c in chunks if c.startswith("## " + HAND)]
+
+
 def merge_sections(previous: str, chosen: list[Bench], fresh: list[str]) -> list[str]:
     """With --only: keep the previous page's other sections, in BENCHES order, and replace the chosen ones."""
     old: dict[str, str] = {}
@@ -198,15 +207,19 @@ def main() -> int:
                         f"\n\n{body}\n")
 
     out_path = ROOT / args.output
-    if args.only is not None and out_path.exists():
-        sections = merge_sections(out_path.read_text(), chosen, sections)
+    previous = out_path.read_text() if out_path.exists() else ""
+    if args.only is not None and previous:
+        sections = merge_sections(previous, chosen, sections)
+    sections += hand_sections(previous)
     header = (
         "# draflow benchmarks\n\n"
         "Written by `make bench` (hack/bench.py; `--only NAME` re-runs one section); each section says\n"
         "its command and when it was measured (`--quick` in it: `make bench QUICK=1`, small sizes).\n\n"
         f"Machine: {machine()}.\n\n"
         "Each benchmark runs against the real servers started by draflow-testenv on loopback unless it says\n"
-        "otherwise. Numbers from a shared or loaded machine are pessimistic: rerun `make bench`.\n\n"
+        "otherwise. Numbers from a shared or loaded machine are pessimistic: rerun `make bench`.\n"
+        f"Sections titled \"{HAND}...\" are before/after comparisons measured by hand; `make bench`\n"
+        "keeps them.\n\n"
     )
     out_path.write_text(header + "\n".join(sections))
     print(f"[bench] wrote {out_path}", file=sys.stderr)

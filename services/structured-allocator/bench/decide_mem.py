@@ -8,6 +8,10 @@ from sidebyside import objects as o
 from draflow_runtime.informer import key_of
 from structured_allocator.assume import AssumeCache
 from structured_allocator.core import CelCache, SliceIndex
+try:  # the incremental free-device counts (absent before them: the same script measures both)
+    from structured_allocator.device_counts import counting_slices
+except ImportError:
+    counting_slices = None
 from structured_allocator.decision import Decider, Placement
 from structured_allocator.nodefit import NodeUsage, PodUsage, pod_demand
 from structured_allocator.scoring import make_scorer
@@ -25,8 +29,11 @@ class S:
         sl = []
         for i in range(n):
             s = o.resource_slice(i, 10); s["metadata"].setdefault("resourceVersion", "1"); sl.append(s)
-        self.slices = SliceIndex(sl)
         self.claims = C({}); self.assume = AssumeCache(); self.usage = NodeUsage()
+        if counting_slices is None:
+            self.slices = SliceIndex(sl)
+        else:
+            self.slices = counting_slices(self.assume.state, sl); self.device_counts = self.slices.counts
         self._classes = {o.CLASS: o.device_class()}; self._names = sorted(nodes)
     def node_names(self): return self._names
     def classes_by_name(self): return self._classes

@@ -36,8 +36,9 @@ from prometheus_client import REGISTRY
 from draflow_runtime.informer import key_of
 from draflow_runtime.log import configure_logging
 from structured_allocator.assume import AssumeCache
-from structured_allocator.core import CelCache, SliceIndex
+from structured_allocator.core import CelCache
 from structured_allocator.decision import Decider, Placement
+from structured_allocator.device_counts import counting_slices
 from structured_allocator.nodefit import NodeUsage, PodUsage, pod_demand
 from structured_allocator.scoring import make_scorer
 
@@ -116,9 +117,10 @@ class MemoryState:
     def __init__(self, nodes: int, devices: int) -> None:
         names = [f"node-{i:05d}" for i in range(nodes)]
         self.nodes = _Cache({n: node_obj(n) for n in names})
-        self.slices = SliceIndex(slice_obj(n, devices) for n in names)
-        self.claims = _Cache({})
         self.assume = AssumeCache()
+        self.slices = counting_slices(self.assume.state, (slice_obj(n, devices) for n in names))
+        self.device_counts = self.slices.counts
+        self.claims = _Cache({})
         self.usage = NodeUsage()
         self._classes = {CLASS: class_obj()}
         self._names = sorted(names)

@@ -12,8 +12,8 @@ from sa_builders import DRIVER, claim, dclass, dev, req, rslice
 
 from structured_allocator import decision
 from structured_allocator.assume import AssumeCache
-from structured_allocator.core import SliceIndex
 from structured_allocator.decision import Decider, Placement, Unschedulable
+from structured_allocator.device_counts import counting_slices
 from structured_allocator.nodefit import NodeUsage
 from structured_allocator.scoring import make_scorer
 
@@ -35,9 +35,11 @@ class FakeState:
         self.nodes = _Cache({n: {"metadata": {"name": n, "resourceVersion": "1"}, "status": {
             "allocatable": {"pods": "110"}, "conditions": [{"type": "Ready", "status": "True"}]}}
             for n in nodes})
-        self.slices = SliceIndex(rslice(f"s-{n}", devs, node=n) for n, devs in nodes.items())
-        self.claims = _Cache({})
         self.assume = AssumeCache()
+        self.slices = counting_slices(self.assume.state,
+                                      (rslice(f"s-{n}", devs, node=n) for n, devs in nodes.items()))
+        self.device_counts = self.slices.counts
+        self.claims = _Cache({})
         self.usage = NodeUsage()
         self._names = sorted(nodes)
 

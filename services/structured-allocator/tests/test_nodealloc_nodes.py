@@ -16,7 +16,6 @@ import pytest
 from sa_builders import DRIVER, claim, req
 from test_decision_budget import FakeState, decider
 
-from structured_allocator.core import SliceIndex
 from structured_allocator.decision import Placement, Unschedulable
 from structured_allocator.nodealloc import NodeAllocatableError, claim_statuses
 
@@ -40,7 +39,8 @@ def setup(raw_slice: dict[str, Any], *devices: str, cpu: str = "56",
     node = state.nodes.items["n1"]
     node["status"]["allocatable"]["cpu"] = "64"
     node["metadata"]["labels"] = {"zone": "a"}
-    state.slices = SliceIndex([raw_slice])
+    state.slices.remove("s-n1")  # the node's own (empty) slice: raw_slice is the only one
+    state.slices.upsert(raw_slice)
     c = claim("p-ccx", req("gpu"))
     results = [{"request": "gpu", "driver": DRIVER, "pool": "shared-pool", "device": device,
                 **({"consumedCapacity": consumed} if consumed is not None else {})} for device in devices]

@@ -384,17 +384,6 @@ class Decider:
 
     def _free_devices(self, node_name: str) -> tuple[int, int, bool]:
         """(free, total) devices of the node's own slices and whether shared slices also serve it.
-        Counting every generation over-counts, which is safe for skipping (a lower bound on need)."""
-        in_use = self.state.assume.state.devices
-        free = total = 0
-        shared = False
-        for s in self.state.slices.slices_for_node(node_name):
-            if not s.node_name:
-                shared = True
-                continue
-            for d in s.devices:
-                total += 1
-                if d.id not in in_use:
-                    free += 1
-        return free, total, shared
-
+        Kept incrementally (:mod:`.device_counts`); every generation counts, an over-count that is
+        safe for skipping (a lower bound on need)."""
+        return self.state.device_counts.free_devices(node_name)

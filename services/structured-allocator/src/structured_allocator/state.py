@@ -10,6 +10,8 @@
 * ResourceSlices, fed into the core's :class:`~.core.SliceIndex` (per node + shared, incremental) with
   the taints of matching DeviceTaintRules patched in (:mod:`.core.taint_rules`; a rule change re-indexes
   the slices of the pools it can touch, before and after the change);
+* free devices per node (:mod:`.device_counts`), updated by the slice index and the assume cache's
+  set of devices in use as they change;
 * DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order);
 * PodGroups (``scheduling.k8s.io/v1beta1``, only with DRAWorkloadResourceClaims: which of a member pod's
   claims bind to its group, :func:`draflow_runtime.podgroups.bind_to`).
@@ -36,8 +38,8 @@ from draflow_runtime.kube import (
 )
 
 from .assume import AssumeCache
-from .core import SliceIndex
 from .core.taint_rules import apply_taint_rules, rule_touches_pool
+from .device_counts import counting_slices
 from .extres import EXTENDED_BY_POD, extended_claim_owner
 from .nodefit import NodeUsage, PodUsage, pod_demand
 
@@ -98,7 +100,9 @@ class ClusterState:
         self.namespace = namespace  # pods and claims of this namespace only; None: all
         self.listener = listener
         self.assume = AssumeCache()
-        self.slices = SliceIndex()
+        # Free devices per node, kept current by the slice index and the assume cache's device set.
+        self.slices = counting_slices(self.assume.state)
+        self.device_counts = self.slices.counts
         selector = "spec.nodeName="
         if len(scheduler_names) == 1:
             selector += ",spec.schedulerName=" + next(iter(scheduler_names))
