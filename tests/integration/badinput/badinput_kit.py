@@ -114,9 +114,10 @@ class Stack:
             "metadata": {"name": name}, "spec": {"spec": {"devices": devices}},
         }, namespace=self.ns)
 
-    async def pod(self, name: str, claims: dict[str, dict[str, str]]) -> None:
+    async def pod(self, name: str, claims: dict[str, dict[str, str]], *, group: str = "") -> None:
         """A pod of the flow's scheduler on the flow's nodes with these ``spec.resourceClaims`` (claim
-        name -> ``{"resourceClaimTemplateName": ...}`` or ``{"resourceClaimName": ...}``)."""
+        name -> ``{"resourceClaimTemplateName": ...}`` or ``{"resourceClaimName": ...}``), a member of
+        PodGroup ``group`` if given."""
         await self.kube.create(PODS, {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {
@@ -127,6 +128,7 @@ class Stack:
                 "resourceClaims": [{"name": c, **source} for c, source in claims.items()],
                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                 "resources": {"claims": [{"name": c} for c in claims]}}],
+                **({"schedulingGroup": {"podGroupName": group}} if group else {}),
             },
         }, namespace=self.ns)
 

@@ -1,0 +1,146 @@
+"""PodGroups (``scheduling.k8s.io/v1beta1``, DRAWorkloadResourceClaims) written wrong or changed under
+the services: a pod naming a PodGroup that does not exist, a group whose claim template is missing, two
+groups listing the same template, a group deleted while its members wait. Each is reported naming the
+object, nothing is half-written, and the pod runs once the input is right."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from badinput_kit import DRIVER, Stack
+
+from draflow_runtime.dra import claim_names
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIMS
+
+pytestmark = pytest.mark.integration
+
+
+async def _group(stack: Stack, name: str, template: str) -> dict[str, Any]:
+    group: dict[str, Any] = await stack.kube.create(POD_GROUPS, {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+        "spec": {"schedulingPolicy": {"basic": {}},
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]}},
+        namespace=stack.ns)
+    return group
+
+
+async def _member(stack: Stack, name: str, group: str, template: str = "one-gpu") -> None:
+    await stack.pod(name, {"gpu": {"resourceClaimTemplateName": template}}, group=group)
+
+
+async def _gone(stack: Stack, res: Any, name: str) -> None:
+    async def gone() -> bool:
+        try:
+            await stack.kube.get(res, name, namespace=stack.ns)
+        except NotFound:
+            return True
+        return False
+
+    await stack.until(gone, f"{name} gone")
+
+
+async def _delete_group(stack: Stack, name: str) -> None:
+    """Delete the PodGroup and lift the podgroup-protection finalizer (kube-controller-manager's part,
+    not run here) so it is really gone."""
+    try:
+        await stack.kube.delete(POD_GROUPS, name, namespace=stack.ns)
+        await stack.kube.patch(POD_GROUPS, name, {"metadata": {"finalizers": None}}, stack.ns)
+    except NotFound:
+        pass
+
+
+async def test_a_pod_of_a_missing_podgroup_is_told_and_runs_once_the_group_exists(stack: Stack) -> None:
+    group, pod = stack.name("later-group"), stack.name("lonely-member")
+    await _member(stack, pod, group)
+    try:
+        await stack.wait_condition(pod, f'PodGroup "{stack.ns}/{group}" does not exist')
+        assert not claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))  # nothing made for it
+        await stack.still_serving()
+
+        await _group(stack, group, "one-gpu")
+        running = await stack.flow.wait_running(pod)
+        claim = await stack.flow.claim_of(running)
+        assert claim["metadata"]["name"].startswith(f"{group}-gpu-"), claim["metadata"]["name"]
+    finally:
+        await stack.kube.delete(PODS, pod, namespace=stack.ns)
+        await _delete_group(stack, group)
+
+
+async def test_a_podgroup_with_a_missing_template_is_told_and_gets_its_claim_once_it_exists(
+    stack: Stack,
+) -> None:
+    group, pod, template = stack.name("tless-group"), stack.name("tless-member"), stack.name("t-group-later")
+    await _group(stack, group, template)
+    await _member(stack, pod, group, template)
+    try:
+        event = await stack.wait_event(group, "FailedResourceClaimCreation", template, "not found")
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "PodGroup"
+        assert not claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))
+        await stack.still_serving()
+
+        await stack.template(template)
+        await stack.flow.wait_running(pod)
+    finally:
+        await stack.kube.delete(PODS, pod, namespace=stack.ns)
+        await _delete_group(stack, group)
+
+
+async def test_a_podgroup_template_of_a_missing_class_names_the_class_on_the_member(stack: Stack) -> None:
+    group, pod, template = stack.name("noclass-group"), stack.name("noclass-member"), stack.name("t-noclass")
+    missing = stack.name("nosuch-class") + f".{DRIVER}"
+    await stack.template(template, missing)
+    await _group(stack, group, template)
+    await _member(stack, pod, group, template)
+    try:
+        message = await stack.wait_condition(pod, missing, "does not exist")
+        (name,) = claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))
+        claim = await stack.kube.get(RESOURCE_CLAIMS, name, namespace=stack.ns)
+        assert not (claim.get("status") or {}).get("allocation"), message
+        await stack.still_serving()
+    finally:
+        await stack.kube.delete(PODS, pod, namespace=stack.ns)
+        await _delete_group(stack, group)
+
+
+async def test_two_podgroups_with_the_same_template_get_a_claim_each(stack: Stack) -> None:
+    groups = [stack.name("twin-group"), stack.name("twin-group")]
+    pods = {g: [stack.name(f"{g}-m"), stack.name(f"{g}-m")] for g in groups}
+    for g in groups:
+        await _group(stack, g, "one-gpu")
+        for p in pods[g]:
+            await _member(stack, p, g)
+    try:
+        shared: dict[str, str] = {}
+        for g in groups:
+            names = {(await stack.flow.claim_of(await stack.flow.wait_running(p)))["metadata"]["name"]
+                     for p in pods[g]}
+            (shared[g],) = names  # one claim for the whole group
+            assert shared[g].startswith(f"{g}-gpu-"), shared
+        assert shared[groups[0]] != shared[groups[1]]
+        await stack.still_serving()
+    finally:
+        for g in groups:
+            for p in pods[g]:
+                await stack.kube.delete(PODS, p, namespace=stack.ns)
+            await _delete_group(stack, g)
+
+
+async def test_a_podgroup_deleted_while_its_member_waits_leaves_no_claim_behind(stack: Stack) -> None:
+    group, pod, template = stack.name("doomed-group"), stack.name("doomed-member"), stack.name("t-doomed")
+    missing = stack.name("nosuch-class") + f".{DRIVER}"
+    await stack.template(template, missing)  # the member waits: its class does not exist
+    await _group(stack, group, template)
+    await _member(stack, pod, group, template)
+    try:
+        await stack.wait_condition(pod, missing)
+        (name,) = claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))
+        await _delete_group(stack, group)
+        await _gone(stack, POD_GROUPS, group)
+        await stack.flow.wait_claim_gone(name, "the deleted PodGroup's claim deleted")
+        await stack.wait_condition(pod, f'PodGroup "{stack.ns}/{group}" does not exist')
+        await stack.still_serving()
+    finally:
+        await stack.kube.delete(PODS, pod, namespace=stack.ns)
