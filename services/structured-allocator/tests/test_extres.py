@@ -16,6 +16,7 @@ from structured_allocator.extres import (
     extended_claim_owner,
     extended_demand,
     find_extended_claim,
+    fractional_device_count,
     requests_and_mappings,
     served_by_dra,
     status_patch,
@@ -152,3 +153,25 @@ def test_the_claims_index_finds_a_special_claim_of_an_earlier_attempt_by_pod_uid
     assert demand.for_node({}, {GPU: 4}) is None  # a device plugin serves it on that node
     plain = pod([ctr("c", {"cpu": "1"})])
     assert extended_demand(plain, pod_demand(plain).requests, classes, by_index) is None
+
+
+IMPLICIT = "deviceclass.resource.kubernetes.io/gpu"
+
+
+@pytest.mark.parametrize(("containers", "inits", "expected"), [
+    ([ctr("a", {IMPLICIT: "2"})], [], None),
+    ([ctr("a", {IMPLICIT: "1k"})], [], None),  # 1000: whole
+    ([ctr("a", {"cpu": "500m", IMPLICIT: "1"})], [], None),  # only device counts must be whole
+    ([ctr("a", {IMPLICIT: "500m"})], [],
+     'container "a" asks for 500m of deviceclass.resource.kubernetes.io/gpu (resources.requests): '
+     "a device count must be a whole number"),
+    ([ctr("a", {IMPLICIT: "1"})], [ctr("setup", {IMPLICIT: "1.5"})], 'container "setup" asks for 1.5 of'),
+], ids=["whole", "suffix", "cpu-fraction", "fraction", "init-fraction"])
+def test_a_device_count_that_is_not_whole_is_named(
+    containers: list[dict[str, Any]], inits: list[dict[str, Any]], expected: str | None,
+) -> None:
+    reason = fractional_device_count(pod(containers, inits))
+    if expected is None:
+        assert reason is None
+    else:
+        assert reason is not None and reason.startswith(expected), reason

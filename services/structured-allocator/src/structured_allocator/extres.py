@@ -49,6 +49,7 @@ __all__ = [
     "extended_claim_owner",
     "extended_demand",
     "find_extended_claim",
+    "fractional_device_count",
     "requests_and_mappings",
     "served_by_dra",
     "status_patch",
@@ -107,6 +108,30 @@ def _int_request(container: Obj, resource: str) -> int:
     except QuantityError:
         return 0
     return int(value) if value.denominator == 1 and value > 0 else 0
+
+
+def fractional_device_count(pod: Obj) -> str | None:
+    """Why ``pod`` asks for a device count that is not a whole number, or None. The API server accepts
+    any quantity for the implicit ``deviceclass.resource.kubernetes.io/<class>`` names (to its
+    validation a name under ``kubernetes.io/`` is not an extended resource, whose quantities must be
+    integers), so ``500m`` gets through; no request of the special claim could serve it (upstream's
+    ``createRequestsAndMappings`` skips such a container, and a claim without request mappings cannot
+    be recorded in the pod status)."""
+    spec = pod.get("spec") or {}
+    for container in (*(spec.get("initContainers") or ()), *(spec.get("containers") or ())):
+        resources = container.get("resources") or {}
+        for source in ("requests", "limits"):
+            for resource, raw in (resources.get(source) or {}).items():
+                if not str(resource).startswith(DEVICE_CLASS_PREFIX):
+                    continue
+                try:
+                    whole = parse_quantity(str(raw)).value.denominator == 1
+                except QuantityError:
+                    whole = False
+                if not whole:
+                    return (f'container "{container.get("name", "")}" asks for {raw} of {resource} '
+                            f"(resources.{source}): a device count must be a whole number")
+    return None
 
 
 def _container_request(

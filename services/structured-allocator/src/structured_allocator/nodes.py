@@ -21,6 +21,7 @@ from typing import Any
 from .core.pools import node_selector_matches
 from .core.run_state import OPTIONAL_NODE_OPERATIONS
 from .core.selection import tolerates
+from .extres import fractional_device_count
 
 __all__ = ["claim_selector_reason", "node_filter_reason", "node_name", "tolerates", "unsupported_reason"]
 
@@ -115,7 +116,8 @@ def unsupported_reason(pod: Mapping[str, Any]) -> str | None:
     """Why draflow cannot schedule ``pod`` correctly, or None: it would need a kube-scheduler filter that
     draflow does not implement (InterPodAffinity, PodTopologySpread with DoNotSchedule, the volume
     plugins). Preferred affinity and ``ScheduleAnyway`` spread only score in kube-scheduler and are
-    ignored here. Extended resources backed by DRA are served (:mod:`.extres`)."""
+    ignored here. Extended resources backed by DRA are served (:mod:`.extres`), but not a device count
+    that is not a whole number (:func:`.extres.fractional_device_count`)."""
     spec = pod.get("spec") or {}
     affinity = spec.get("affinity") or {}
     for kind, what in (("podAffinity", "inter-pod affinity"), ("podAntiAffinity", "inter-pod anti-affinity")):
@@ -131,4 +133,4 @@ def unsupported_reason(pod: Mapping[str, Any]) -> str | None:
         if volume.get("persistentVolumeClaim") is not None or volume.get("ephemeral") is not None:
             return (f'draflow does not bind volumes (volume "{volume.get("name", "")}" uses a '
                     "PersistentVolumeClaim); schedule this pod with kube-scheduler")
-    return None
+    return fractional_device_count(pod)
