@@ -1,5 +1,5 @@
-"""The span of one claim in one scheduling attempt, continuing the claim's own trace, with links to the
-slice-publisher syncs that published the pools its allocation uses."""
+"""The span of one claim in one scheduling attempt, continuing the claim's own trace, and the links of a
+claim's allocation write to the slice-publisher syncs that published the pools it uses."""
 
 from __future__ import annotations
 
@@ -11,19 +11,19 @@ from opentelemetry import trace
 from draflow_runtime.dra import allocation_results
 from draflow_runtime.tracing import context_from_annotations
 
-__all__ = ["PoolTraces", "claim_context"]
+__all__ = ["PoolTraces", "claim_context", "link_pools"]
 
 
 def claim_context(tracer: trace.Tracer, claim: Mapping[str, Any], attempt: trace.Span, node: str | None,
-                  allocation: Mapping[str, Any] | None, error: str = "",
-                  pool_links: Sequence[trace.Link] = ()) -> Any:
+                  allocation: Mapping[str, Any] | None, error: str = "") -> Any:
     """A span for the claim in this attempt, continuing the claim's own trace (annotation
     ``draflow.dev/traceparent``, linked to the attempt) or else a child of the attempt; returns the
-    context to continue it in (the claim's write pipeline). ``pool_links``: the slice-publisher syncs
-    of the pools the allocation uses (:meth:`PoolTraces.links`)."""
+    context to continue it in (the claim's write pipeline). A claim without a trace yet (a user's claim
+    the allocator sees first) gets its root in the write pipeline; its ``write claim`` span links this
+    one and the pools (:func:`link_pools`)."""
     parent = context_from_annotations((claim.get("metadata") or {}).get("annotations"))
     links = [trace.Link(attempt.get_span_context())] if parent is not None else []
-    span = tracer.start_span("allocate claim", context=parent, links=[*links, *pool_links])
+    span = tracer.start_span("allocate claim", context=parent, links=links)
     meta = claim["metadata"]
     span.set_attribute("draflow.claim", f"{meta['namespace']}/{meta['name']}")
     if node:
@@ -38,11 +38,19 @@ def claim_context(tracer: trace.Tracer, claim: Mapping[str, Any], attempt: trace
     return trace.set_span_in_context(span, parent)
 
 
+def link_pools(span: trace.Span, links: Sequence[trace.Link]) -> None:
+    """Add ``links`` (:meth:`PoolTraces.links`) to ``span``: the ``write claim`` span of an allocation,
+    which is in the claim's own trace whoever rooted it. (The decision's ``allocate claim`` span is not:
+    for a claim without a trace when the allocator decided, it is in the pod's attempt trace.)"""
+    for link in links:
+        span.add_link(link.context, link.attributes)
+
+
 class PoolTraces:
     """Which slice-publisher sync last wrote each slice (the span in the slice's
-    ``draflow.dev/traceparent``), by pool: an allocation's span links the syncs that published the pools
-    it uses. Fed by the slice informer (:meth:`on_slice`); a slice without the annotation (another
-    publisher) links nothing."""
+    ``draflow.dev/traceparent``), by pool: an allocation's write links the syncs that published the
+    pools it uses (:func:`link_pools`). Fed by the slice informer (:meth:`on_slice`); a slice without
+    the annotation (another publisher) links nothing."""
 
     def __init__(self) -> None:
         self._by_pool: dict[tuple[str, str], dict[str, trace.SpanContext]] = {}

@@ -49,7 +49,7 @@ from . import nodealloc as na
 from . import nodealloc_plan as na_plan
 from .binder import Binder, ClaimPlan, Hooks, PodPlan
 from .binding_wait import BindingWaiter
-from .claimspan import PoolTraces, claim_context
+from .claimspan import PoolTraces, claim_context, link_pools
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
 from .nodefit import PodUsage, pod_demand
@@ -241,8 +241,7 @@ class Scheduler:
             span.set_attribute("draflow.node", decision.node)
             plan = PodPlan(pod, decision.node, [
                 ClaimPlan(p.claim, p.allocation, p.reserve,
-                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation,
-                                        pool_links=self.pool_traces.links(p.allocation)),
+                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation),
                           consumer=p.consumer)
                 for p in decision.claims
             ], extended=decision.extended, node_allocatable=decision.node_allocatable)
@@ -394,7 +393,8 @@ class Scheduler:
         if cp.reserve:
             self.state.assume.reservation_written(cp.uid, cp.consumer_uid(plan.uid), cp.written_version)
         self._wake(cp.key)
-        if cp.allocation is not None:
+        if cp.allocation is not None:  # in the binder's ``write claim`` span, in the claim's trace
+            link_pools(trace.get_current_span(), self.pool_traces.links(cp.allocation))
             await self.reporter.allocated(cp.claim, cp.allocation, plan.pod, plan.node)
         elif cp.reserve:
             await self.reporter.reserved(cp.claim, plan.pod, plan.node)

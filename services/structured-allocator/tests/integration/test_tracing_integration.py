@@ -1,6 +1,6 @@
 """The allocator's part of "one trace per claim", against the real kube-apiserver: a claim nobody gave a
-trace gets its root from the allocator when the allocator sees it first, and the allocation is linked to
-the slice-publisher sync that published the pool it used."""
+trace gets its root from the allocator when the allocator sees it first, and the allocation's write, in
+the claim's trace, is linked to the slice-publisher sync that published the pool it used."""
 
 from __future__ import annotations
 
@@ -62,9 +62,18 @@ async def test_the_allocator_roots_a_user_claim_it_sees_first_and_links_the_pool
     first = next(s for s in writes if s.attributes and s.attributes["draflow.pod"].endswith("/p0"))
     decided = {(s.context.trace_id, s.context.span_id) for s in named(spans, "allocate claim")}
     assert any((link.context.trace_id, link.context.span_id) in decided for link in first.links)
-    # The allocate-claim span that chose the devices links the slice-publisher sync of their pool.
+    # The claim's own trace links the slice-publisher sync of the pool its devices came from: the write
+    # of the allocation does (the decision span that chose them is in the attempt's trace here).
+    assert pool_links(first) == [(SYNC_TRACE, SYNC_SPAN, f"{kit.driver}/{node}")]
     (chose,) = [s for s in named(spans, "allocate claim")
                 if s.attributes and "draflow.devices" in s.attributes]
-    pool_links = [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"),
-                   (link.attributes or {}).get("draflow.pool")) for link in chose.links]
-    assert (SYNC_TRACE, SYNC_SPAN, f"{kit.driver}/{node}") in pool_links
+    assert format(chose.context.trace_id, "032x") != trace_id
+    second = next(s for s in writes if s is not first)
+    assert pool_links(second) == []  # only reserved for p1: it allocated nothing
+
+
+def pool_links(span: ReadableSpan) -> list[tuple[str, str, Any]]:
+    """(trace ID, span ID, ``draflow.pool``) of the span's links that name a pool."""
+    return [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"),
+             link.attributes["draflow.pool"]) for link in span.links
+            if link.attributes and "draflow.pool" in link.attributes]
