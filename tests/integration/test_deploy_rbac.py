@@ -25,6 +25,7 @@ from deploy_kit import (
     CONTROLLERS,
     FIELD_MANAGER,
     NODE_AGENTS,
+    OVERLAYS,
     REPO,
     SERVICES,
     env_prefix,
@@ -39,6 +40,7 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
+from draflow_runtime.shards import lease_names
 from draflow_testenv.identity import Discovery, apply, apply_order, delete_outside, relocate
 from draflow_testenv.wait import eventually
 
@@ -285,6 +287,56 @@ async def test_service_account_gets_exactly_what_the_service_needs(
         with contextlib.suppress(AssertionError):  # the assertion below names what is still missing
             await eventually(all_granted, 10, "every wanted grant allowed", interval=0.2)
         excess = [g for g in DENIED[sa] if await can(kube, ns, sa, g)]
+        assert (missing, excess) == ([], [])
+    finally:
+        await delete_outside(kube, discovery, objs, ns)
+
+
+def _claim_controller_leases(objs: list[dict[str, Any]]) -> tuple[int, list[str]]:
+    """The shard count the build's claim-controller Deployment runs with and the Leases it needs."""
+    from claim_controller.settings import Settings
+
+    (deployment,) = [o for o in objs
+                     if o["kind"] == "Deployment" and o["metadata"]["name"] == "claim-controller"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    values = {e["name"]: e.get("value") for e in container.get("env") or []}
+    prefix = env_prefix("claim-controller")
+    shards = int(values.get(prefix + "SHARDS") or 1)
+    default_id = Settings.model_fields["leader_election_id"].default
+    lease_id = values.get(prefix + "LEADER_ELECTION_ID") or default_id
+    return shards, [lease_id, *lease_names(lease_id, shards)]
+
+
+@pytest.mark.parametrize("target", ["claim-controller", *OVERLAYS])
+async def test_claim_controller_rbac_names_every_lease_of_its_configured_shards(
+    built: dict[str, list[dict[str, Any]]], kube: KubeClient,
+    make_namespace: Callable[..., Awaitable[str]], target: str,
+) -> None:
+    """The Role grants get/update on Leases by name: it must name each one the Deployment's --shards
+    uses (the shards' and the member slots'), and no further one (a name beyond is a shard count the
+    controller refuses at start-up: claim_controller.leasecheck)."""
+    shards, names = _claim_controller_leases(built[target])
+    beyond = lease_names(names[0], shards + 1)
+    extra = [beyond[shards], beyond[-1]]  # <id>-shard-<shards>, <id>-member-<shards>
+    ns = await make_namespace("leases")
+    objs = relocate(built[target], ns, ns.rpartition("-")[2])
+    discovery = Discovery(kube)
+    try:
+        for obj in sorted(objs, key=apply_order):
+            await apply(kube, discovery, obj, field_manager=FIELD_MANAGER)
+        wanted = [(verb, "coordination.k8s.io", "leases", f"lease:{name}")
+                  for name in names for verb in ("get", "update")]
+        missing = list(wanted)
+
+        async def all_granted() -> bool:
+            nonlocal missing
+            missing = [g for g in missing if not await can(kube, ns, "claim-controller", g)]
+            return not missing
+
+        with contextlib.suppress(AssertionError):  # the assertion below names what is still missing
+            await eventually(all_granted, 10, "every Lease of the shards granted", interval=0.2)
+        excess = [n for n in extra if await can(kube, ns, "claim-controller",
+                                                 ("update", "coordination.k8s.io", "leases", f"lease:{n}"))]
         assert (missing, excess) == ([], [])
     finally:
         await delete_outside(kube, discovery, objs, ns)

@@ -44,6 +44,7 @@ __all__ = [
     "ShardCoordinator",
     "assignment",
     "desired_shards",
+    "lease_names",
     "member_lease_name",
     "shard_lease_name",
     "shard_of",
@@ -97,6 +98,12 @@ def shard_lease_name(prefix: str, shard: int) -> str:
 
 def member_lease_name(prefix: str, slot: int) -> str:
     return f"{prefix}-member-{slot}"
+
+
+def lease_names(prefix: str, shards: int) -> list[str]:
+    """Every Lease a replica of ``shards`` shards may get and update: the shards', then the member slots'."""
+    return [*(shard_lease_name(prefix, i) for i in range(shards)),
+            *(member_lease_name(prefix, j) for j in range(shards))]
 
 
 class ShardCoordinator:

@@ -24,6 +24,7 @@ from draflow_runtime.servicecontext import ServiceContext
 from draflow_runtime.shards import ShardCoordinator
 
 from .controller import COMPONENT, Controller
+from .leasecheck import check_lease_access
 from .settings import Settings
 
 
@@ -36,6 +37,7 @@ async def serve(settings: Settings) -> None:
                              or (bool(current) and current[-1].synced))
         # after /healthz is up: this waits for the API server, which may not answer yet
         settings = await served_settings(svc.kube, settings)
+        await check_lease_access(svc.kube, settings)  # a Lease its RBAC does not name: stop here, say which
         bus = await svc.connect_bus()
 
         def make() -> Controller:

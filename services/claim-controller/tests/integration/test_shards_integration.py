@@ -18,7 +18,9 @@ import pytest
 from cc_kit import DRIVER, Kit, eventually, http_get, metric, pod, template
 from test_taint_eviction_integration import TAINT, cluster_object, eviction_events, running_on, terminating
 
+from claim_controller.leasecheck import ROLE, LeaseAccessDenied, check_lease_access
 from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
+from claim_controller.settings import Settings
 from claim_controller.sharding import pod_shard_key
 from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES
 from draflow_runtime.shards import shard_of
@@ -178,3 +180,37 @@ async def test_only_the_holder_of_shard_0_evicts_and_stops_when_it_gives_it_up(k
 
         await holder.shard_lost(0)
         assert holder._eviction_task is None and 0 not in holder.held
+
+
+async def test_a_shard_count_beyond_the_rbac_stops_at_start_up_naming_the_role(
+    kit: Kit, testenv: Environment, run_service: Any,
+) -> None:
+    """The Role names the Leases of 4 shards: with the repository's RBAC, ``--shards 8`` stops the
+    process at start-up with an error naming the Leases it may not use and the Role to extend (instead of
+    shards 4..7 that nobody can ever hold). The admin may use every Lease and runs all 8 shards."""
+    settings = Settings(shards=SHARDS, leader_election_namespace=kit.namespace)
+    await check_lease_access(kit.identity.kube, settings)  # what deploy/kustomize configures: allowed
+    eight = settings.model_copy(update={"shards": 8})
+    if kit.identity.is_admin:
+        await check_lease_access(kit.identity.kube, eight)
+    else:
+        with pytest.raises(LeaseAccessDenied) as denied:
+            await check_lease_access(kit.identity.kube, eight)
+        assert denied.value.denied == [*(f"claim-controller-shard-{i}" for i in range(4, 8)),
+                                       *(f"claim-controller-member-{i}" for i in range(4, 8))]
+        assert ROLE in str(denied.value) and kit.namespace in str(denied.value)
+
+    port = free_port()
+    args = argv(kit, testenv, port, "replica-8")
+    args[args.index("--shards") + 1] = "8"
+    proc = await run_service(args, kubeconfig=kit.identity.kubeconfig, name="cc-shards-8")
+    if kit.identity.is_admin:
+        async def holds_shard_7() -> bool:
+            lease = await kit.get(LEASES, "claim-controller-shard-7")
+            return ((lease or {}).get("spec") or {}).get("holderIdentity") == "replica-8"
+        await eventually(holds_shard_7, timeout=60, what="the admin replica holds shard 7")
+        return
+    await eventually(lambda: not proc.running, timeout=60, what="the replica stops at start-up")
+    assert proc.returncode != 0
+    log = proc.log_path.read_text()
+    assert "claim-controller-shard-7" in log and ROLE in log
