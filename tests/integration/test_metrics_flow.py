@@ -130,8 +130,8 @@ async def test_pool_gauges_follow_allocation_taints_health_and_waiting_claims(
             return text if samples(text, "draflow_resourceclaims_pending") == [({}, 1.0)] else None
 
         text = await flow.until(waiting, "the waiting claim counted")
-        (since,) = [v for lb, v in samples(text, "draflow_resourceclaim_pending_since_timestamp_seconds")
-                    if lb == {"namespace": ns, "resourceclaim": "too-big"}]
+        (since,) = [v for lb, v in samples(text, "draflow_resourceclaims_pending_oldest_timestamp_seconds")
+                    if lb == {"namespace": ns}]
         assert before - 2 <= since <= time.time()  # creationTimestamp has whole seconds
 
         # --- every metric the dashboard and the alerts name is exported -------------------------------

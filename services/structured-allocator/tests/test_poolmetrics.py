@@ -8,7 +8,7 @@ import pytest
 from sa_builders import alloc, dev, res, rslice
 
 from structured_allocator.core import SliceIndex
-from structured_allocator.poolmetrics import PoolCounts, pool_counts
+from structured_allocator.poolmetrics import AllocatorCollector, PoolCounts, oldest_pending, pool_counts
 
 UNHEALTHY = {"key": "draflow.dev/unhealthy", "effect": "NoSchedule"}
 GONE = {"key": "draflow.dev/driver-unavailable", "effect": "NoSchedule"}
@@ -84,3 +84,22 @@ def test_pools_are_sorted_by_driver_then_pool() -> None:
               rslice("z", [dev("d")], node="n0", driver="a.example.com")]
     assert [(p.driver, p.pool) for p in counts(slices, [])] == [
         ("a.example.com", "n0"), ("gpu.example.com", "n1"), ("gpu.example.com", "n2")]
+
+
+# -- waiting claims --------------------------------------------------------------------------------------
+
+
+def test_no_family_the_allocator_exports_has_a_label_per_claim_or_pod() -> None:
+    """Series per claim or pod grow with the cluster's churn (one new series per claim ever waiting):
+    waiting claims are counted and aged per namespace; which ones wait is for ``/explain``."""
+    per_object = {"resourceclaim", "claim", "pod", "uid"}
+    families = {m.name: set(m._labelnames) for m in AllocatorCollector().describe()}
+    assert {name: labels & per_object for name, labels in families.items() if labels & per_object} == {}
+    assert families["draflow_resourceclaims_pending_oldest_timestamp_seconds"] == {"namespace"}
+
+
+def test_the_oldest_waiting_claim_per_namespace() -> None:
+    pending = {("a", "c1"): ("u1", 100.0), ("a", "c2"): ("u2", 50.0), ("a", "c3"): ("u3", None),
+               ("b", "c4"): ("u4", 70.0), ("c", "c5"): ("u5", None)}
+    assert oldest_pending(pending) == {"a": 50.0, "b": 70.0}
+    assert oldest_pending({}) == {}

@@ -24,9 +24,10 @@ Claims waiting for the allocator (an unbound pod with one of its scheduler names
 exist, and they have no effective allocation):
 
 * ``draflow_resourceclaims_pending``: how many;
-* ``draflow_resourceclaim_pending_since_timestamp_seconds`` (``namespace``, ``resourceclaim``): since when
-  (Unix time): the later of the claim's creation and the creation of the oldest such pod, so the number
-  survives a leader change.
+* ``draflow_resourceclaims_pending_oldest_timestamp_seconds`` (``namespace``): since when (Unix time) the
+  longest-waiting claim of the namespace waits. A claim waits since the later of its creation and the
+  creation of the oldest such pod, so the number survives a leader change. One series per namespace with
+  waiting claims, not one per claim (the claims themselves: the allocator's ``/explain``).
 
 :class:`AllocationLatency` is the one event-driven part: ``draflow_allocator_claim_allocation_seconds``
 (by ``driver``), from the moment this leader saw a claim waiting to the informer event that shows it
@@ -59,6 +60,7 @@ __all__ = [
     "AllocationLatency",
     "AllocatorCollector",
     "PoolCounts",
+    "oldest_pending",
     "pending_claims",
     "pool_counts",
 ]
@@ -176,6 +178,16 @@ def pending_claims(state: ClusterState) -> dict[tuple[str, str], tuple[str, floa
     return out
 
 
+def oldest_pending(pending: Mapping[tuple[str, str], tuple[str, float | None]]) -> dict[str, float]:
+    """Namespace -> the earliest "pending since" of its claims in ``pending`` (:func:`pending_claims`);
+    claims whose start is unknown do not count. Pure."""
+    oldest: dict[str, float] = {}
+    for (ns, _), (_, since) in pending.items():
+        if since is not None and (ns not in oldest or since < oldest[ns]):
+            oldest[ns] = since
+    return oldest
+
+
 def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
@@ -202,9 +214,9 @@ def _families() -> dict[str, GaugeMetricFamily]:
         "pending": _gauge("draflow_resourceclaims_pending",
                           "Claims that exist, are not allocated and are referenced by an unbound pod this "
                           "allocator schedules.", []),
-        "since": _gauge("draflow_resourceclaim_pending_since_timestamp_seconds",
-                        "Unix time since which a claim waits for allocation (later of its and its oldest "
-                        "waiting pod's creation).", ["namespace", "resourceclaim"]),
+        "oldest": _gauge("draflow_resourceclaims_pending_oldest_timestamp_seconds",
+                         "Unix time since which the longest-waiting claim of the namespace waits for "
+                         "allocation (later of its and its oldest waiting pod's creation).", ["namespace"]),
     }
 
 
@@ -233,9 +245,8 @@ class AllocatorCollector(Collector):
                 f["taints"].add_metric([*p.labels, key, effect], n)
         pending = pending_claims(state)
         f["pending"].add_metric([], len(pending))
-        for (ns, name), (_, since) in sorted(pending.items()):
-            if since is not None:
-                f["since"].add_metric([ns, name], since)
+        for ns, since in sorted(oldest_pending(pending).items()):
+            f["oldest"].add_metric([ns], since)
 
 
 POOL_METRICS = AllocatorCollector()
