@@ -1,4 +1,4 @@
-"""Names and well-known keys of the ResourceClaims the controller generates (pure).
+"""Names, well-known keys and bodies of the ResourceClaims the controller generates (pure).
 
 The generated name follows upstream's resourceclaim controller: ``generateName = "<pod>-<podClaim>-"``;
 the API server appends five random characters. A base longer than 57 characters (63, the DNS label
@@ -9,9 +9,15 @@ has no trailing hyphen (upstream does the same).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from draflow_runtime.kube import RESOURCE_CLAIMS
+
 __all__ = [
     "MAX_GENERATE_NAME_BASE",
     "POD_CLAIM_NAME_ANNOTATION",
+    "claim_body",
     "generate_name",
 ]
 
@@ -36,3 +42,26 @@ def generate_name(pod_name: str, pod_claim_name: str) -> str:
     pod_part = pod_name[: len(pod_name) * MAX_GENERATE_NAME_BASE // total]
     claim_part = pod_claim_name[: len(pod_claim_name) * MAX_GENERATE_NAME_BASE // total]
     return f"{pod_part}-{claim_part}"
+
+
+def claim_body(owner_ref: Mapping[str, Any], namespace: str, pod_claim_name: str,
+               template: Mapping[str, Any]) -> dict[str, Any]:
+    """The ResourceClaim generated from ``template`` for ``pod_claim_name`` of the owner ``owner_ref`` (a
+    pod or a PodGroup, in ``namespace``; its ``name`` starts the generated name): the template's labels
+    and annotations plus the pod-claim-name annotation, the owner as the only owner reference, the
+    template's claim spec. A fresh dict."""
+    tmeta = (template.get("spec") or {}).get("metadata") or {}
+    annotations = dict(tmeta.get("annotations") or {})
+    annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim_name
+    return {
+        "apiVersion": RESOURCE_CLAIMS.api_version,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "generateName": generate_name(owner_ref["name"], pod_claim_name),
+            "namespace": namespace,
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": annotations,
+            "ownerReferences": [dict(owner_ref)],
+        },
+        "spec": (template.get("spec") or {}).get("spec") or {},
+    }

@@ -36,7 +36,7 @@ from draflow_runtime.tracing import inject_into_annotations
 
 from . import metrics
 from .context import Context
-from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
+from .naming import POD_CLAIM_NAME_ANNOTATION, claim_body
 
 __all__ = [
     "PodGroupClaimError",
@@ -118,24 +118,11 @@ async def group_claim(ctx: Context, pod_group: Mapping[str, Any], pc: PodClaim) 
 
 
 def _body(pod_group: Mapping[str, Any], pc: PodClaim, template: Mapping[str, Any]) -> Obj:
-    tmeta = (template.get("spec") or {}).get("metadata") or {}
-    annotations = dict(tmeta.get("annotations") or {})
-    annotations[POD_CLAIM_NAME_ANNOTATION] = pc.name
     meta = pod_group["metadata"]
-    return {
-        "apiVersion": RESOURCE_CLAIMS.api_version,
-        "kind": "ResourceClaim",
-        "metadata": {
-            "generateName": generate_name(meta["name"], pc.name),
-            "namespace": meta["namespace"],
-            "labels": dict(tmeta.get("labels") or {}),
-            "annotations": annotations,
-            # As upstream: controller only (blockOwnerDeletion would need update on podgroups/finalizers).
-            "ownerReferences": [{"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup",
-                                 "name": meta["name"], "uid": meta["uid"], "controller": True}],
-        },
-        "spec": (template.get("spec") or {}).get("spec") or {},
-    }
+    # As upstream: controller only (blockOwnerDeletion would need update on podgroups/finalizers).
+    owner = {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup", "name": meta["name"],
+             "uid": meta["uid"], "controller": True}
+    return claim_body(owner, meta["namespace"], pc.name, template)
 
 
 async def _create(ctx: Context, pod_group: Obj, pc: PodClaim) -> Obj | None:

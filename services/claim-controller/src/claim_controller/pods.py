@@ -41,7 +41,7 @@ from draflow_runtime.tracing import inject_into_annotations
 from . import metrics
 from .allocator import AllocationRefused, AllocatorUnavailable
 from .context import Context
-from .naming import POD_CLAIM_NAME_ANNOTATION, generate_name
+from .naming import claim_body
 from .nodeselector import node_selector_admits, selector_needs_labels
 from .ownership import is_generated_for, pod_is_done
 from .podgroups import group_claim
@@ -141,31 +141,10 @@ async def _existing_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
 
 def _claim_body(pod: Obj, pc: PodClaim, template: Mapping[str, Any]) -> Obj:
     """The ResourceClaim generated from ``template`` for pod claim ``pc`` (a fresh dict)."""
-    tmeta = (template.get("spec") or {}).get("metadata") or {}
-    annotations = dict(tmeta.get("annotations") or {})
-    annotations[POD_CLAIM_NAME_ANNOTATION] = pc.name
     meta = pod["metadata"]
-    return {
-        "apiVersion": RESOURCE_CLAIMS.api_version,
-        "kind": "ResourceClaim",
-        "metadata": {
-            "generateName": generate_name(meta["name"], pc.name),
-            "namespace": meta["namespace"],
-            "labels": dict(tmeta.get("labels") or {}),
-            "annotations": annotations,
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        },
-        "spec": (template.get("spec") or {}).get("spec") or {},
-    }
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+             "controller": True, "blockOwnerDeletion": True}
+    return claim_body(owner, meta["namespace"], pc.name, template)
 
 
 async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:

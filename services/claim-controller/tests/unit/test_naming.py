@@ -1,8 +1,13 @@
-"""generateName of generated claims, truncated like upstream's resourceclaim controller."""
+"""generateName of generated claims, truncated like upstream's resourceclaim controller; their body."""
 
 import pytest
 
-from claim_controller.naming import MAX_GENERATE_NAME_BASE, generate_name
+from claim_controller.naming import (
+    MAX_GENERATE_NAME_BASE,
+    POD_CLAIM_NAME_ANNOTATION,
+    claim_body,
+    generate_name,
+)
 
 
 @pytest.mark.parametrize(
@@ -25,3 +30,20 @@ def test_truncated_names_leave_room_for_the_random_suffix() -> None:
         for claim_len in range(1, 64, 5):
             name = generate_name("p" * pod_len, "c" * claim_len)
             assert len(name) <= MAX_GENERATE_NAME_BASE
+
+
+def test_claim_body_copies_the_template_and_names_the_owner() -> None:
+    template = {"spec": {"metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+                         "spec": {"devices": {"requests": [{"name": "gpu"}]}}}}
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "trainer", "uid": "u1", "controller": True}
+    body = claim_body(owner, "ns", "gpu", template)
+    assert body == {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"generateName": "trainer-gpu-", "namespace": "ns", "labels": {"team": "a"},
+                     "annotations": {"note": "x", POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                     "ownerReferences": [owner]},
+        "spec": {"devices": {"requests": [{"name": "gpu"}]}},
+    }
+    body["metadata"]["labels"]["team"] = "b"  # a fresh dict: the template (a cached object) is untouched
+    body["metadata"]["ownerReferences"][0]["name"] = "other"
+    assert template["spec"]["metadata"]["labels"] == {"team": "a"} and owner["name"] == "trainer"
