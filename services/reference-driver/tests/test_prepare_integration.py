@@ -15,7 +15,9 @@ from rd_harness import DRIVER, Driver, allocated_claim, cdi_file, claim_ref, sha
 from draflow_protos.dra.v1 import api_pb2 as dra_v1
 from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_runtime.kube import RESOURCE_CLAIMS
+from draflow_runtime.passedclaims import claims_metadata
 from draflow_testenv.wait import eventually
+from reference_driver import checkpoint
 from reference_driver.fleet import Fleet
 from reference_driver.inventory import gpu_uuid
 from reference_driver.settings import DriverSettings
@@ -171,3 +173,27 @@ async def test_a_device_prepared_for_one_claim_is_refused_to_another_unless_it_i
     response = await driver.v1().NodePrepareResources(
         dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(c) for c in shared]))
     assert [response.claims[c["metadata"]["uid"]].error for c in shared] == ["", ""]
+
+
+async def test_prepare_uses_the_claim_the_caller_passed_instead_of_reading_it(driver, kube, make_namespace,
+                                                                               device_class):
+    ns = await make_namespace("rd")
+    claim = await allocated_claim(kube, ns, device_class, driver.node_name, device="gpu-3")
+    uid = claim["metadata"]["uid"]
+    # Gone from the API server after the caller read it: only the passed copy can make the prepare work.
+    await kube.delete(RESOURCE_CLAIMS, claim["metadata"]["name"], namespace=ns)
+    request = dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(claim)])
+
+    unpassed = await driver.v1().NodePrepareResources(request)
+    assert unpassed.claims[uid].error == f"claim {ns}/{claim['metadata']['name']} not found"
+
+    other = {**claim, "metadata": {**claim["metadata"], "name": "someone-else"}}
+    misnamed = await driver.v1().NodePrepareResources(request, metadata=claims_metadata([other]))
+    assert "not found" in misnamed.claims[uid].error  # a passed claim must be the one the request names
+
+    passed = await driver.v1().NodePrepareResources(request, metadata=claims_metadata([claim]))
+    assert passed.claims[uid].error == ""
+    assert [(d.device_name, list(d.cdi_device_ids)) for d in passed.claims[uid].devices] == [
+        ("gpu-3", [f"{DRIVER}/gpu={uid}-gpu-3"])]
+    assert cdi_file(driver, uid).exists()
+    assert uid in checkpoint.load(driver.node.state.checkpoint_path, driver.node_name).prepared_claims

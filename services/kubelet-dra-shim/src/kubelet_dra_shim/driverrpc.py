@@ -13,6 +13,7 @@ checkpoint.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from prometheus_client import Counter, Histogram
 from draflow_runtime import tracing
 from draflow_runtime.log import get_logger
 from draflow_runtime.metrics import registered_collector
+from draflow_runtime.passedclaims import claims_metadata
 
 from .checkpoint import ClaimInfo, PreparedDevice
 from .claimevents import ClaimEvents
@@ -86,15 +88,18 @@ class DriverCalls:
         self.rpc_timeout = rpc_timeout
 
     async def prepare(
-        self, driver: str, infos: list[ClaimInfo], pod_key: str
+        self, driver: str, infos: list[ClaimInfo], pod_key: str,
+        claims: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> dict[str, ClaimFailure]:
-        """One NodePrepareResources for ``infos``; record devices; return failures by claim UID."""
-        failures = await self._prepare(driver, infos, pod_key)
+        """One NodePrepareResources for ``infos``; record devices; return failures by claim UID.
+        ``claims``: claim UID -> the claim as just read live, passed along for the driver
+        (:mod:`draflow_runtime.passedclaims`: a driver that uses it skips its own GET)."""
+        failures = await self._prepare(driver, infos, pod_key, claims or {})
         _count("prepare", driver, len(infos), len(failures))
         return failures
 
     async def _prepare(
-        self, driver: str, infos: list[ClaimInfo], pod_key: str
+        self, driver: str, infos: list[ClaimInfo], pod_key: str, claims: Mapping[str, Mapping[str, Any]]
     ) -> dict[str, ClaimFailure]:
         plugin = self.store.get(driver)
         if plugin is None:
@@ -105,7 +110,8 @@ class DriverCalls:
             claims=[m.Claim(namespace=i.namespace, uid=i.claim_uid, name=i.claim_name) for i in infos]
         )
         try:
-            response = await self._call(plugin, "NodePrepareResources", request)
+            passed = claims_metadata(claims[i.claim_uid] for i in infos if i.claim_uid in claims)
+            response = await self._call(plugin, "NodePrepareResources", request, passed)
         except grpc.aio.AioRpcError as exc:
             msg = f"NodePrepareResources failed: {exc.code().name}: {exc.details()}"
             for info in infos:
@@ -126,8 +132,10 @@ class DriverCalls:
             await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
         return failures
 
-    async def _call(self, plugin: Plugin, method: str, request: Any) -> Any:
-        """A unary call with a CLIENT span and the trace context in the gRPC metadata."""
+    async def _call(
+        self, plugin: Plugin, method: str, request: Any, metadata: Sequence[tuple[str, Any]] = ()
+    ) -> Any:
+        """A unary call with a CLIENT span and the trace context (and ``metadata``) in the gRPC metadata."""
         service = plugin.messages.DESCRIPTOR.package + ".DRAPlugin"
         started = time.perf_counter()
         outcome = "error"
@@ -145,7 +153,7 @@ class DriverCalls:
         ) as span:
             try:
                 response = await getattr(plugin.stub(), method)(
-                    request, timeout=self.rpc_timeout, metadata=tracing.inject_into_metadata()
+                    request, timeout=self.rpc_timeout, metadata=[*tracing.inject_into_metadata(), *metadata]
                 )
                 outcome = "ok"
                 return response

@@ -281,8 +281,9 @@ class NodeManager:
                              driver=driver, operation=PREPARE)
                     continue
                 by_driver[driver].append(info)
+        read = {c.claim["metadata"]["uid"]: c.claim for c in candidates}  # live, moments ago
         results = await asyncio.gather(
-            *(self.calls.prepare(driver, infos, pod_key) for driver, infos in by_driver.items())
+            *(self.calls.prepare(driver, infos, pod_key, read) for driver, infos in by_driver.items())
         )
         outcome.driver_calls += len(by_driver)
         failed_claims: set[str] = set()

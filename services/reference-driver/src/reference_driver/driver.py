@@ -40,6 +40,7 @@ from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from draflow_runtime.log import bind, get_logger
+from draflow_runtime.passedclaims import claims_from_metadata
 from reference_driver.node import NodeDriver
 
 log = get_logger(__name__)
@@ -125,7 +126,8 @@ class _DRAPlugin:
         self.node = node
 
     async def NodePrepareResources(self, request: Any, context: Any) -> Any:
-        outcomes = await self.node.prepare(_claims(request))
+        passed = claims_from_metadata(context.invocation_metadata()) if self.node.use_passed_claims else {}
+        outcomes = await self.node.prepare(_claims(request), passed)
         response = self.pb.NodePrepareResourcesResponse()
         for uid, outcome in outcomes.items():
             entry = response.claims[uid]

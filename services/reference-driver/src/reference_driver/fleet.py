@@ -70,6 +70,7 @@ class Fleet:
                 kube=kube,
                 health_check_timeout_seconds=settings.health_check_timeout_seconds,
                 taint_unhealthy_devices=settings.taint_unhealthy_devices,
+                use_passed_claims=settings.use_passed_claims,
             )
             self.nodes[name] = node
             self.servers.append(NodeServer(node, health_resend_interval=settings.health_resend_interval))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -108,6 +108,13 @@ class Changes:
             await self._event.wait()
 
 
+def _names(claim: Mapping[str, Any] | None, namespace: str, name: str) -> bool:
+    """Is ``claim`` (passed by the caller) the claim the request names? Its UID is checked later, as for a
+    claim read from the API server."""
+    meta = (claim or {}).get("metadata") or {}
+    return claim is not None and (meta.get("namespace"), meta.get("name")) == (namespace, name)
+
+
 @dataclass(frozen=True)
 class PrepareOutcome:
     devices: tuple[PreparedDevice, ...] = ()
@@ -127,6 +134,7 @@ class NodeDriver:
         kube: KubeClient | None,
         health_check_timeout_seconds: int = 30,
         taint_unhealthy_devices: bool = True,
+        use_passed_claims: bool = True,
     ) -> None:
         self.node_name = node_name
         self.identity = identity
@@ -135,6 +143,7 @@ class NodeDriver:
         self.kube = kube
         self.health_check_timeout_seconds = health_check_timeout_seconds
         self.taint_unhealthy_devices = taint_unhealthy_devices
+        self.use_passed_claims = use_passed_claims
         paths.check()
         paths.create()
         self.state = DeviceState(
@@ -193,10 +202,15 @@ class NodeDriver:
         except (ApiError, TransportError) as exc:
             raise ClaimError(f"reading claim {namespace}/{name}: {exc}", claim_uid=uid) from exc
 
-    async def _prepare_one(self, namespace: str, name: str, uid: str) -> PrepareOutcome:
+    async def _prepare_one(
+        self, namespace: str, name: str, uid: str, passed: Mapping[str, Any] | None
+    ) -> PrepareOutcome:
         with bind(claim=f"{namespace}/{name}", claim_uid=uid):
             try:
-                claim = await self._get_claim(namespace, name, uid)
+                if passed is not None and _names(passed, namespace, name):
+                    claim: Mapping[str, Any] = passed
+                else:
+                    claim = await self._get_claim(namespace, name, uid)
                 devices = await self.state.prepare(uid, claim, self.devices())
             except ClaimError as exc:
                 log.warning("prepare failed", error=str(exc), field=exc.field or None)
@@ -209,19 +223,25 @@ class NodeDriver:
                 return PrepareOutcome(error=f"internal error: {exc!r}")
             return PrepareOutcome(devices=devices)
 
-    async def prepare(self, claims: Sequence[tuple[str, str, str]]) -> dict[str, PrepareOutcome]:
+    async def prepare(
+        self, claims: Sequence[tuple[str, str, str]], passed: Mapping[str, Mapping[str, Any]] | None = None
+    ) -> dict[str, PrepareOutcome]:
         """NodePrepareResources for ``(namespace, name, uid)`` claims: one outcome per claim UID.
 
-        Idempotent; each claim fails or succeeds on its own. Claims are read from the API server
-        concurrently, at most :data:`PREPARE_CONCURRENCY` at a time; writes are serialized per node.
+        Idempotent; each claim fails or succeeds on its own; durable once it returns (the checkpoint is
+        fsynced before). ``passed``: claim UID -> the claim as the caller (kubelet-dra-shim) read it live
+        (:mod:`draflow_runtime.passedclaims`); a claim found there is not read again. The others are read
+        from the API server concurrently, at most :data:`PREPARE_CONCURRENCY` at a time; writes are
+        serialized per node.
         """
+        passed = passed or {}
         start = time.perf_counter()
         outcomes: list[PrepareOutcome] = [PrepareOutcome(error="not prepared")] * len(claims)
         todo = iter(enumerate(claims))
 
         async def worker() -> None:
             for i, (ns, name, uid) in todo:  # one shared iterator: each claim is taken once
-                outcomes[i] = await self._prepare_one(ns, name, uid)
+                outcomes[i] = await self._prepare_one(ns, name, uid, passed.get(uid))
 
         with bind(node=self.node_name, driver=self.identity.driver_name):
             # At most PREPARE_CONCURRENCY claims at once: a batch of thousands (any caller can send one)

@@ -71,6 +71,12 @@ class DriverSettings(FleetSettings):
     taint_unhealthy_devices: bool = Field(
         True, description="Add a NoSchedule taint <driver>/unhealthy to unhealthy devices in the inventory."
     )
+    use_passed_claims: bool = Field(
+        True,
+        description="NodePrepareResources: use the claims the caller passes in the gRPC metadata "
+        "(draflow-claim-bin; kubelet-dra-shim sends what it just read) instead of reading them again; "
+        "claims not passed are read from the API server.",
+    )
 
     @field_validator("driver_name")
     @classmethod
