@@ -142,6 +142,7 @@ DENIED: dict[str, list[Grant]] = {
         ("create", "", "nodes", "cluster"), ("get", "", "secrets", "cluster"),
         ("patch", "resource.k8s.io", "resourceslices", "cluster"),  # PUT only
         ("deletecollection", "resource.k8s.io", "resourceslices", "cluster"),  # one DELETE at a time
+        ("create", "resource.k8s.io", "devicetaintrules", "cluster"),  # cluster-wide: the fleet identity only
     ],
     "kubelet-dra-shim": [
         ("create", "", "nodes", "cluster"), ("delete", "", "pods", "cluster"),
@@ -167,6 +168,8 @@ GRANTS["sim-fleet"] = [
     ("patch", "", "pods", "cluster"), ("delete", "", "pods", "cluster"),
     ("patch", "", "pods/status", "cluster"),
     *[(v, "coordination.k8s.io", "leases", "node-leases") for v in ("create", "patch")],
+    # slice-publisher in fleet mode: one DeviceTaintRule for a driver gone from every node
+    *[(v, "resource.k8s.io", "devicetaintrules", "cluster") for v in ("list", "create", "delete")],
 ]
 DENIED["sim-fleet"] = [
     ("delete", "", "nodes", "cluster"), ("get", "", "secrets", "cluster"),

@@ -36,8 +36,9 @@ from pathlib import Path
 
 import aiohttp
 
+from draflow_runtime.devicetaints import rule_selects
 from draflow_runtime.errors import Gone
-from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_runtime.kube import DEVICE_TAINT_RULES, NODES, RESOURCE_SLICES, KubeClient
 from draflow_testenv.servers import free_port
 
 MANAGED = "app.kubernetes.io/managed-by=draflow-slice-publisher"
@@ -93,27 +94,39 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def _slice_state(obj: dict) -> tuple[str, int, int]:
-    """(node, devices, devices carrying the driver-unavailable taint) of one slice."""
+def _slice_state(obj: dict, rules: dict[str, dict]) -> tuple[str, int, int]:
+    """(node, devices, devices carrying the driver-unavailable taint) of one slice: on the device, or
+    from a DeviceTaintRule selecting it (as kube-scheduler and structured-allocator apply rules)."""
     devices = obj["spec"].get("devices") or ()
-    tainted = sum(1 for d in devices if any(t.get("key") == UNAVAILABLE for t in d.get("taints") or ()))
+    driver, pool = obj["spec"]["driver"], obj["spec"]["pool"]["name"]
+    by_rule = [r for r in rules.values() if r["spec"]["taint"]["key"] == UNAVAILABLE]
+    tainted = sum(
+        1 for d in devices
+        if any(t.get("key") == UNAVAILABLE for t in d.get("taints") or ())
+        or any(rule_selects(r, driver, pool, d["name"]) for r in by_rule)
+    )
     return obj["spec"].get("nodeName") or "", len(devices), tainted
 
 
 async def measure_taint_delay(
     kube: KubeClient, driver: asyncio.subprocess.Process, nodes: list[str], limit: float
-) -> tuple[dict[str, float], int]:
+) -> tuple[dict[str, float], int, int]:
     """SIGKILL ``driver``; seconds from the kill until each node's devices all carry the taint.
 
-    A watch on the managed slices (started from a list's resourceVersion, so nothing is missed; watched
-    again when the server closes it), each event timestamped when it arrives. Returns ({node: delay},
-    tainted devices at the end).
+    A watch on the managed slices and one on DeviceTaintRules (each started from a list's
+    resourceVersion, so nothing is missed; watched again when the server closes it), each event
+    timestamped when it arrives. Returns ({node: delay}, tainted devices at the end, rules seen).
     """
     slices: dict[str, tuple[str, int, int]] = {}  # name -> state
+    objects: dict[str, dict] = {}  # name -> slice
+    rules: dict[str, dict] = {}  # name -> DeviceTaintRule
     by_node: dict[str, set[str]] = {}  # node -> slice names
     listing = await kube.list(RESOURCE_SLICES, label_selector=MANAGED)
+    rule_listing = await kube.list(DEVICE_TAINT_RULES)
+    rules.update({r["metadata"]["name"]: r for r in rule_listing["items"]})
     for s in listing["items"]:
-        state = slices[s["metadata"]["name"]] = _slice_state(s)
+        objects[s["metadata"]["name"]] = s
+        state = slices[s["metadata"]["name"]] = _slice_state(s, rules)
         by_node.setdefault(state[0], set()).add(s["metadata"]["name"])
     wanted = set(nodes)
     done: dict[str, float] = {}
@@ -126,7 +139,8 @@ async def measure_taint_delay(
 
     def seen(obj: dict, now: float) -> None:
         name = obj["metadata"]["name"]
-        state = slices[name] = _slice_state(obj)
+        objects[name] = obj
+        state = slices[name] = _slice_state(obj, rules)
         node = state[0]
         by_node.setdefault(node, set()).add(name)
         if t_kill is not None and node in wanted and node not in done and node_tainted(node):
@@ -147,6 +161,7 @@ async def measure_taint_delay(
                     now = time.monotonic()
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if etype == "DELETED":
+                        objects.pop(obj["metadata"]["name"], None)
                         if (old := slices.pop(obj["metadata"]["name"], None)) is not None:
                             by_node[old[0]].discard(obj["metadata"]["name"])
                     else:
@@ -160,7 +175,28 @@ async def measure_taint_delay(
                     seen(obj, now)
                 rv = relisted["metadata"]["resourceVersion"]
 
-    task = asyncio.create_task(watch())
+    async def watch_rules() -> None:
+        rv = rule_listing["metadata"]["resourceVersion"]
+        while not all_tainted.is_set():
+            with contextlib.suppress(Gone):
+                async for etype, obj in kube.watch(DEVICE_TAINT_RULES, resource_version=rv,
+                                                   allow_bookmarks=False):
+                    now = time.monotonic()
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if etype == "DELETED":
+                        rules.pop(obj["metadata"]["name"], None)
+                        continue
+                    rules[obj["metadata"]["name"]] = obj
+                    for sl in list(objects.values()):
+                        seen(sl, now)
+                    if all_tainted.is_set():
+                        return
+            relisted = await kube.list(DEVICE_TAINT_RULES)
+            rules.clear()
+            rules.update({r["metadata"]["name"]: r for r in relisted["items"]})
+            rv = relisted["metadata"]["resourceVersion"]
+
+    task = asyncio.gather(watch(), watch_rules())
     try:
         await asyncio.sleep(1.0)  # the watch connection is up before the kill
         t_kill = time.monotonic()
@@ -176,7 +212,8 @@ async def measure_taint_delay(
         with contextlib.suppress(asyncio.CancelledError):
             await task
         await driver.wait()
-    return done, sum(t for _, _, t in slices.values())
+    unavailable_rules = sum(1 for r in rules.values() if r["spec"]["taint"]["key"] == UNAVAILABLE)
+    return done, sum(t for _, _, t in slices.values()), unavailable_rules
 
 
 async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
@@ -265,6 +302,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
                 "30",
                 "--driver-gone-grace",  # the driver-gone measurement must not see the slices deleted
                 str(max(3600.0, 2 * args.timeout)),
+                "--driver-gone-rule-min-pools",
+                str(args.rule_min_pools),
                 "--log-level",
                 "warning",
             ],
@@ -293,8 +332,12 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
 
         loads.append(os.getloadavg()[0])
         cpu_before_kill = cpu_seconds(publisher.pid)
-        taint_delays, tainted_devices = await measure_taint_delay(kube, driver, nodes, args.timeout)
+        updated_before = await metric(port, "draflow_slice_publisher_slices_updated_total")
+        taint_delays, tainted_devices, rules = await measure_taint_delay(kube, driver, nodes, args.timeout)
         cpu_taint = cpu_seconds(publisher.pid) - cpu_before_kill
+        taint_slice_writes = (
+            await metric(port, "draflow_slice_publisher_slices_updated_total") - updated_before
+        )
         loads.append(os.getloadavg()[0])
         if publisher.returncode is not None:
             raise SystemExit(f"slice-publisher exited ({publisher.returncode}); see {workdir}")
@@ -330,6 +373,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
             f" ({tainted_devices} devices) | {max(delays_ms):.0f} ms |",
             "| publisher CPU meanwhile (from 1 s before the kill until all pools tainted; one core at most)"
             f" | {cpu_taint:.1f} s |",
+            f"| writes for the taint: slice updates / DeviceTaintRules (`--driver-gone-rule-min-pools"
+            f" {args.rule_min_pools}`) | {taint_slice_writes:.0f} / {rules} |",
             "",
             f"Machine: {os.cpu_count()} CPUs, shared; kube-apiserver + etcd on the same machine.",
             "",
@@ -344,6 +389,8 @@ async def main() -> None:
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--idle", type=float, default=30.0, help="seconds of idle CPU sampling")
     parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--rule-min-pools", type=int, default=100,
+                        help="the publisher's --driver-gone-rule-min-pools (0: taint every pool's slices)")
     parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="sp-bench-"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +39,12 @@ class ServiceFlow:
     """The running services and what a test needs to reach them."""
 
     def __init__(self, testenv: Any, kube: KubeClient, ns: str, suffix: str, *, nodes: int = 2,
-                 gpus: int = 4, nats: SecureNats | None = None, nats_url: str = "") -> None:
+                 gpus: int = 4, nats: SecureNats | None = None, nats_url: str = "",
+                 driver: str = DRIVER) -> None:
         """``nats``/``nats_url``: a TLS + password nats-server (:mod:`draflow_testenv.natssecure`) the
-        services use, each as its own user, instead of the environment's."""
+        services use, each as its own user, instead of the environment's; ``driver``: the reference
+        driver's name (one of the flow's own keeps other tests' slices out of driver-wide views)."""
+        self.driver = driver
         self.testenv = testenv
         self.nats = nats
         self.nats_url = nats_url or testenv.nats_url
@@ -78,18 +81,19 @@ class ServiceFlow:
         await self.until(gone, what)
 
     async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path, *,
-                    http: bool = False, reference_driver: bool = True) -> None:
+                    http: bool = False, reference_driver: bool = True,
+                    extra: Mapping[str, Sequence[str]] | None = None) -> None:
         """Start the five services; ``fleet`` is the nodes' root directory (keep it short: unix socket
         paths are at most 107 bytes). ``http``: each serves /healthz, /readyz and /metrics on a loopback
         port of its own (``http_ports``). ``reference_driver=False``: the test brings its own driver
-        (named :data:`DRIVER`, in the fleet's layout)."""
+        (named :data:`DRIVER`, in the fleet's layout). ``extra``: more arguments per service name."""
         self.fleet = fleet
         bin_dir = Path(sys.executable).parent
         common = ["--nats-url", self.nats_url, "--log-format", "json"]
         fleet_nodes = ["--node-count", str(len(self.nodes)), "--node-name-prefix", self.prefix,
                        "--fleet-root", str(fleet)]
         runs = [
-            ("reference-driver", [*fleet_nodes, "--gpu-count", str(self.gpus)]),
+            ("reference-driver", [*fleet_nodes, "--gpu-count", str(self.gpus), "--driver-name", self.driver]),
             ("kubelet-dra-shim", fleet_nodes),
             ("slice-publisher", ["--fleet-root", str(fleet), "--wipe-foreign-slices"]),
             ("claim-controller", ["--namespace", self.ns]),
@@ -100,6 +104,7 @@ class ServiceFlow:
         for service, args in runs:
             if service == "reference-driver" and not reference_driver:
                 continue
+            args = [*args, *(extra or {}).get(service, ())]
             port = free_port() if http else 0
             if port:
                 self.http_ports[service] = port
@@ -135,7 +140,7 @@ class ServiceFlow:
             if ok < len(self.nodes):
                 return False
             slices = (await self.kube.list(RESOURCE_SLICES)).get("items") or []
-            published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == DRIVER}
+            published = {s["spec"].get("nodeName") for s in slices if s["spec"].get("driver") == self.driver}
             return set(self.nodes) <= published
 
         await self.until(ready, "every node Ready with ResourceSlices")
@@ -144,7 +149,8 @@ class ServiceFlow:
                              claim_config: Sequence[dict[str, Any]] = ()) -> None:
         """The flow's DeviceClass (every device of the driver) and the template ``one-gpu`` (request
         ``gpu``), with ``spec.config`` / ``spec.devices.config`` entries when given."""
-        class_spec: dict[str, Any] = {"selectors": [{"cel": {"expression": f'device.driver == "{DRIVER}"'}}]}
+        selector = {"cel": {"expression": f'device.driver == "{self.driver}"'}}
+        class_spec: dict[str, Any] = {"selectors": [selector]}
         if class_config:
             class_spec["config"] = list(class_config)
         await self.kube.create(DEVICE_CLASSES, {

@@ -43,6 +43,7 @@ class DriverState:
     unhealthy: frozenset[tuple[str, str]] = frozenset()
     unimplemented: bool = False
     wipe: asyncio.TimerHandle | None = None
+    taint_in_slices: bool = False  # the unavailable taint went to its slices (not covered by a rule)
 
 
 class DriverBook:
@@ -63,7 +64,12 @@ class DriverBook:
         self.wiped: set[tuple[str, str]] = set()  # drivers whose slices go even before start-up is done
         self.startup_done = False
         self.partition_type_dropped = False  # the API server drops it: DRAPartitionableDevicesType off
-
+        # Driver-wide DeviceTaintRules (slice_publisher.driverrules), wired by the publisher in fleet mode:
+        # whether they may be used, whether one covers a driver, and the rule key's queue.
+        self.rules_on: Callable[[], bool] = lambda: False
+        self.covered: Callable[[str], bool] = lambda driver: False
+        self.driver_changed: Callable[[str], None] = lambda driver: None
+        self.enqueue_after: Callable[[PoolKey, float], None] = lambda key, seconds: enqueue(key)
 
     def node_known(self, node: str) -> None:
         self.node_by_label.setdefault(node_label_value(node), node)
@@ -85,7 +91,8 @@ class DriverBook:
         if state.wipe:
             state.wipe.cancel()
             state.wipe = None
-        if state.unavailable:
+        was_unavailable = state.unavailable
+        if was_unavailable:
             log.info(
                 "driver back",
                 node=node,
@@ -93,8 +100,11 @@ class DriverBook:
                 after=round(time.monotonic() - (state.unavailable_at or 0), 3),
             )
         state.unavailable, state.unavailable_at, state.unimplemented = False, None, False
+        state.taint_in_slices = False
         state.pools = {p.name: p for p in pools}
         self.enqueue_driver(node, driver, old)
+        if was_unavailable:
+            self.driver_changed(driver)
 
     def on_unavailable(self, node: str, driver: str, reason: str) -> None:
         state = self.states.get((node, driver))
@@ -102,7 +112,14 @@ class DriverBook:
             return
         state.unavailable, state.unavailable_at = True, time.monotonic()
         if self._settings.taint_unavailable:
-            self.enqueue_driver(node, driver)
+            if self.rules_on():
+                # First the driver's rule key; the pools after the coalescing window, so that a driver
+                # gone from every node is one rule write, not one slice write per pool.
+                self.driver_changed(driver)
+                for pool in self._pools_of(node, driver):
+                    self.enqueue_after((node, driver, pool), self._settings.driver_gone_coalesce)
+            else:
+                self.enqueue_driver(node, driver)
         loop = asyncio.get_running_loop()
         state.wipe = loop.call_later(self._settings.driver_gone_grace, self._wipe, node, driver)
         log.info(
@@ -121,6 +138,17 @@ class DriverBook:
         self.wiped.add((node, driver))
         log.info("driver did not return, removing its slices", node=node, driver=driver)
         self.enqueue_driver(node, driver, set(state.pools))
+        self.driver_changed(driver)
+
+    def _pools_of(self, node: str, driver: str) -> set[str]:
+        state = self.states.get((node, driver))
+        return (set(state.pools) if state else set()) | self._published_pools(node, driver)
+
+    def enqueue_unavailable(self, driver: str) -> None:
+        """Enqueue the pools of every unavailable (node, ``driver``): their taints go to the slices."""
+        for (node, d), state in list(self.states.items()):
+            if d == driver and state.unavailable:
+                self.enqueue_driver(node, driver)
 
     def on_unimplemented(self, node: str, driver: str) -> None:
         self.node_known(node)
@@ -149,8 +177,19 @@ class DriverBook:
         want = state.pools.get(pool)
         if want is None:
             return None, True
+        unavailable = state.unavailable and self._settings.taint_unavailable
+        if unavailable and not state.taint_in_slices:
+            if self.covered(driver):
+                unavailable = False  # the driver's DeviceTaintRule taints these devices
+            elif self.rules_on() and (wait := self._settings.driver_gone_coalesce
+                                       - (time.monotonic() - (state.unavailable_at or 0))) > 0:
+                # The driver's rule may come first: look again once the window is over.
+                self.enqueue_after((node, driver, pool), wait + 0.01)
+                return None, False
+            else:
+                state.taint_in_slices = True
         overlay = Overlay(
-            driver_unavailable=state.unavailable and self._settings.taint_unavailable,
+            driver_unavailable=unavailable,
             unhealthy=frozenset(d for d in state.unhealthy if d[0] == pool)
             if self._settings.taint_unhealthy
             else frozenset(),

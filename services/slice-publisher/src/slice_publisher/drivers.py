@@ -201,6 +201,15 @@ def _check_listening(path: str) -> None:
         probe.close()
 
 
+def accepts_connections(path: str) -> bool:
+    """Does a process listen on the unix socket ``path``? (One ``connect``, see :func:`_check_listening`.)"""
+    try:
+        _check_listening(path)
+    except OSError:
+        return False
+    return True
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, grpc.aio.AioRpcError):
         return f"{exc.code().name}: {exc.details()}"

@@ -36,16 +36,18 @@ from opentelemetry import trace
 from draflow_runtime.bus import EventBus
 from draflow_runtime.errors import Conflict, Invalid, NotFound
 from draflow_runtime.informer import Informer
-from draflow_runtime.kube import NODES, RESOURCE_SLICES, KubeClient
+from draflow_runtime.kube import DEVICE_TAINT_RULES, NODES, RESOURCE_SLICES, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
 from draflow_runtime.pluginwatcher import fleet_dirs, single_node_dirs
 from draflow_runtime.reconcile import Done, Runner
+from draflow_runtime.served import api_served
 from draflow_runtime.tracing import inject_into_annotations
 from draflow_runtime.workqueue import WorkQueue
 from slice_publisher import events
 from slice_publisher.driverbook import DriverBook, PoolKey
-from slice_publisher.drivers import RegistryWatcher
+from slice_publisher.driverrules import DriverGoneRules
+from slice_publisher.drivers import RegistryWatcher, accepts_connections
 from slice_publisher.metrics import SLICES_CREATED, SLICES_DELETED, SLICES_UPDATED, SYNC_SECONDS
 from slice_publisher.naming import (
     MANAGED_BY_LABEL,
@@ -144,6 +146,18 @@ class Publisher:
         self.runner = Runner(
             "slice-publisher", self.queue, self.reconcile, workers=settings.workers, timeout=60.0
         )
+        self.rules = DriverGoneRules(
+            kube, self.drivers, self.slices, field_manager=settings.field_manager,
+            min_pools=settings.driver_gone_rule_min_pools if settings.fleet_mode else 0,
+            sockets=self._sockets_of, listening=accepts_connections,
+        )
+        self.rule_queue = WorkQueue(name="slice-publisher-rules")
+        self.rule_runner = Runner("slice-publisher-rules", self.rule_queue, self.rules.reconcile, workers=1)
+        if self.rules.enabled and settings.taint_unavailable:
+            self.drivers.rules_on = lambda: self.rules.enabled
+            self.drivers.covered = self.rules.covers
+            self.drivers.driver_changed = self.rule_queue.add
+            self.drivers.enqueue_after = self.queue.add_after
 
     # ------------------------------------------------------------------------------------ life cycle
 
@@ -152,6 +166,8 @@ class Publisher:
         await events.declare_stream(self._bus)
         self.slices.add_handler(self._on_slice)
         self.nodes.add_handler(self._on_node)
+        if self.rules.enabled and not await api_served(self.kube, DEVICE_TAINT_RULES, "DRADeviceTaintRules"):
+            self.rules.disable("DeviceTaintRules are not served")
         await self.slices.start()
         await self.nodes.start()
         try:
@@ -159,13 +175,31 @@ class Publisher:
             await self.nodes.wait_synced()
             async with asyncio.TaskGroup() as group:
                 group.create_task(self.runner.run(), name="slice-publisher-runner")
+                group.create_task(self.rule_runner.run(), name="slice-publisher-rules")
                 group.create_task(self.watcher.run(), name="slice-publisher-registry")
-                group.create_task(startup_cleanup(self), name="slice-publisher-startup")
+                group.create_task(self._startup(), name="slice-publisher-startup")
         finally:
             self.queue.shutdown()
+            self.rule_queue.shutdown()
             self.drivers.cancel_wipes()
             await self.slices.stop()
             await self.nodes.stop()
+
+    async def _startup(self) -> None:
+        """The start-up clean-up, then the driver-gone rules a previous run left and those now due."""
+        await startup_cleanup(self)
+        drivers = await self.rules.adopt()
+        drivers |= {d for (_, d), s in self.drivers.states.items() if s.unavailable}
+        for driver in drivers:
+            self.rule_queue.add(driver)
+
+    def _sockets_of(self, driver: str) -> dict[str, list[str]]:
+        """node -> the registration sockets where ``driver`` was found."""
+        found: dict[str, list[str]] = {}
+        for conn in self.watcher.connections():
+            if conn.driver == driver:
+                found.setdefault(conn.node, []).append(conn.reg_socket)
+        return found
 
     # --------------------------------------------------------------------------- informer events
 

@@ -49,6 +49,19 @@ class PublisherSettings(NodeSettings):
         True,
         description="Taint the devices of a vanished driver (draflow.dev/driver-unavailable, NoSchedule).",
     )
+    driver_gone_rule_min_pools: int = Field(
+        100,
+        ge=0,
+        description="Fleet mode: when at least this many nodes lost the driver and no published pool of "
+        "the driver is left, taint its devices with one DeviceTaintRule instead of a write per pool "
+        "(0: never; needs DeviceTaintRules served and the RBAC to create them).",
+    )
+    driver_gone_coalesce: float = Field(
+        1.0,
+        ge=0,
+        description="Fleet mode with driver-gone rules: seconds a vanished driver's pools wait before their "
+        "slices are tainted, so that one DeviceTaintRule can cover them all first.",
+    )
     taint_unhealthy: bool = Field(
         True, description="Taint devices the driver reports unhealthy (draflow.dev/unhealthy, NoSchedule)."
     )
