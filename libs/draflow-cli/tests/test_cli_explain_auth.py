@@ -4,13 +4,10 @@ else the kubeconfig's) and says why it got no explanation when refused."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from aiohttp import web
 
 from draflow_cli.__main__ import parser, run
@@ -20,10 +17,6 @@ from draflow_runtime.observability import ObservabilityServer
 from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
-
-READERS = Path(__file__).resolve().parents[3] / "deploy/kustomize/base/common/http-readers.yaml"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
 
 @pytest.fixture
 async def allocator(kube: KubeClient) -> AsyncIterator[str]:
@@ -41,7 +34,7 @@ async def allocator(kube: KubeClient) -> AsyncIterator[str]:
 
 
 async def test_explain_sends_a_token_and_says_why_the_allocator_refused(
-        testenv: Any, kube: KubeClient, make_namespace: Any, allocator: str) -> None:
+        testenv: Any, kube: KubeClient, make_namespace: Any, http_user: Any, allocator: str) -> None:
     ns = await make_namespace("cli-auth")
     await kube.create(RESOURCE_CLAIMS, {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "stuck"},
@@ -55,28 +48,15 @@ async def test_explain_sends_a_token_and_says_why_the_allocator_refused(
     # the admin kubeconfig authenticates with a client certificate: no token to send
     out = await run(args())
     assert "HTTP 401" in out and "no token" in out and "no device fits" not in out
-    sa_kubeconfig = await testenv.serviceaccount_kubeconfig(ns, "cli-user")
-    async with await KubeClient.from_kubeconfig(str(sa_kubeconfig)) as sa_kube:
-        token = await sa_kube.bearer_token()
+    user = await http_user(ns, "cli-user")
+    token = user.token
     assert token and token.count(".") == 2  # the kubeconfig's JWT, as sent to the API server
     out = await run(args("--token", token))
     assert "HTTP 403" in out and f"system:serviceaccount:{ns}:cli-user" in out
 
-    role = next(d for d in yaml.safe_load_all(READERS.read_text())
-                if d["metadata"]["name"] == "draflow-debug-reader")
-    name = f"cli-reader-{uuid.uuid4().hex[:6]}"
-    role["metadata"] = {"name": name}
-    await kube.request("POST", f"{RBAC}/clusterroles", body=role)
-    await kube.request("POST", f"{RBAC}/clusterrolebindings", body={
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": name},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": "cli-user", "namespace": ns}]})
-    try:
-        async def explained() -> bool:
-            return "cannot allocate: no device fits" in await run(args("--token", token))
+    await user.grant("draflow-debug-reader")
 
-        await eventually(explained, 20, "the bound reader role lets the CLI read /explain", interval=0.3)
-    finally:
-        await kube.request("DELETE", f"{RBAC}/clusterrolebindings/{name}")
-        await kube.request("DELETE", f"{RBAC}/clusterroles/{name}")
+    async def explained() -> bool:
+        return "cannot allocate: no device fits" in await run(args("--token", token))
+
+    await eventually(explained, 20, "the bound reader role lets the CLI read /explain", interval=0.3)

@@ -6,7 +6,8 @@ OTLP/gRPC receiver in this process). Function scoped: ``make_namespace`` (``awai
 fresh namespace with its ``default`` ServiceAccount, purged after the test), ``run_service``
 (``await run_service(argv, env=..., kubeconfig=...)`` -> a process handle, stopped after the test) and
 ``service_identity`` (runs a test twice: as the admin and under the RBAC ``deploy/kustomize`` grants a
-service).
+service) and ``http_user`` (a ServiceAccount token for the authenticated HTTP endpoints, granted a reader
+role on demand).
 
 A test that uses ``testenv`` (directly or through another fixture) or the e2e ``cluster`` is marked
 ``integration`` at collection, so ``-m "not integration"`` (``make test-unit``) selects exactly the tests
@@ -29,6 +30,7 @@ import pytest_asyncio
 
 if TYPE_CHECKING:
     from draflow_testenv.environment import Environment
+    from draflow_testenv.httpuser import HttpUser
     from draflow_testenv.identity import ServiceIdentity
     from draflow_testenv.otlp import OtlpReceiver
     from draflow_testenv.process import ManagedProcess
@@ -122,6 +124,25 @@ async def run_service(testenv: Environment) -> AsyncIterator[Callable[..., Await
     yield _run
     for proc in reversed(started):
         await proc.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def http_user(testenv: Environment, kube: Any) -> AsyncIterator[Callable[..., Awaitable[HttpUser]]]:
+    """Factory: ``user = await http_user(namespace, name)``: a ServiceAccount and its token for the
+    services' authenticated HTTP endpoints; ``await user.grant()`` binds ``draflow-debug-reader`` of
+    http-readers.yaml (:mod:`draflow_testenv.httpuser`). Every grant is removed after the test."""
+    from draflow_testenv.httpuser import http_user as make
+
+    users: list[HttpUser] = []
+
+    async def _make(namespace: str, name: str) -> HttpUser:
+        user = await make(testenv, kube, namespace, name)
+        users.append(user)
+        return user
+
+    yield _make
+    for user in users:
+        await user.revoke_all()
 
 
 @pytest_asyncio.fixture(loop_scope="session", params=["admin", "rbac"])

@@ -7,29 +7,22 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from draflow_cli import ui
 from draflow_cli.__main__ import parser
 from draflow_runtime.httpauth import DelegatedAuth
 from draflow_runtime.kube import KubeClient
 from draflow_runtime.observability import ObservabilityServer
-from draflow_testenv.binaries import repo_root
 from draflow_testenv.wait import eventually
 from structured_allocator.explain_http import ExplanationStore
 from structured_allocator.ui import WebView
 
 pytestmark = pytest.mark.integration
-
-READERS = repo_root() / "deploy/kustomize/base/common/http-readers.yaml"
-RBAC = "/apis/rbac.authorization.k8s.io/v1"
-
 
 @pytest.fixture
 async def allocator(kube: KubeClient) -> AsyncIterator[str]:
@@ -61,15 +54,14 @@ async def get(url: str) -> tuple[int, str]:
 
 
 async def test_draflow_ui_forwards_the_page_with_the_users_token(
-        testenv: Any, kube: KubeClient, make_namespace: Any, allocator: str) -> None:
+        kube: KubeClient, make_namespace: Any, http_user: Any, allocator: str) -> None:
     args = parser().parse_args(["ui", "--port", "0", "--allocator-url", allocator])
     assert (args.command, args.port, args.open, args.allocator_url) == ("ui", 0, False, allocator)
 
     assert (await get(f"{allocator}/ui"))[0] == 401  # a browser sends no token
     ns = await make_namespace("cli-ui")
-    sa_kubeconfig = await testenv.serviceaccount_kubeconfig(ns, "ui-user")
-    async with await KubeClient.from_kubeconfig(str(sa_kubeconfig)) as sa_kube:
-        token = await sa_kube.bearer_token()
+    user = await http_user(ns, "ui-user")
+    token = user.token
     assert token
     async with draflow_ui(kube, allocator, token) as page:
         assert page.startswith("http://127.0.0.1:") and page.endswith("/ui")
@@ -77,25 +69,13 @@ async def test_draflow_ui_forwards_the_page_with_the_users_token(
         assert status == 403 and "draflow-debug-reader" in text, text  # not granted yet
         assert (await get(page.removesuffix("/ui") + "/metrics"))[0] == 404  # only /ui and /explain
 
-        role = next(d for d in yaml.safe_load_all(READERS.read_text())
-                    if d["metadata"]["name"] == "draflow-debug-reader")
-        name = f"ui-reader-{uuid.uuid4().hex[:6]}"
-        role["metadata"] = {"name": name}
-        await kube.request("POST", f"{RBAC}/clusterroles", body=role)
-        await kube.request("POST", f"{RBAC}/clusterrolebindings", body={
-            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": name},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "ServiceAccount", "name": "ui-user", "namespace": ns}]})
-        try:
-            async def served() -> bool:
-                return (await get(page))[0] == 200
+        await user.grant("draflow-debug-reader")
 
-            await eventually(served, 20, "the bound reader role lets draflow ui show the page", interval=0.3)
-            status, text = await get(page)
-            assert "<title>draflow devices</title>" in text
-            status, text = await get(page + "/state.json")
-            assert status == 200 and '"leader": false' in text  # this replica leads no term
-        finally:
-            await kube.request("DELETE", f"{RBAC}/clusterrolebindings/{name}")
-            await kube.request("DELETE", f"{RBAC}/clusterroles/{name}")
+        async def served() -> bool:
+            return (await get(page))[0] == 200
+
+        await eventually(served, 20, "the bound reader role lets draflow ui show the page", interval=0.3)
+        status, text = await get(page)
+        assert "<title>draflow devices</title>" in text
+        status, text = await get(page + "/state.json")
+        assert status == 200 and '"leader": false' in text  # this replica leads no term
