@@ -170,6 +170,9 @@ async def test_a_user_made_claim_shared_by_two_pods_has_one_trace_across_the_ser
         assert printed.startswith(f"trace {trace_id}: "), printed
         for svc in ("structured-allocator", "kubelet-dra-shim", "reference-driver"):
             assert svc in printed.splitlines()[0], printed
+        # the pool sync is not a span of the claim's trace: named where the write links it
+        assert printed.splitlines()[0].endswith(", links to slice-publisher"), printed
+        assert "slice-publisher.sync_pool [slice-publisher]" in printed, printed
     finally:
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)

@@ -100,6 +100,22 @@ def test_span_tree_follows_child_of_and_orders_by_start() -> None:
     assert lines[-1] == f"http://jaeger:16686/trace/{'ab' * 16}"
 
 
+def test_links_are_named_and_the_services_linked_but_not_in_the_trace_are_on_the_first_line() -> None:
+    roots = build_tree(JAEGER_TRACE)
+    assert roots[0].children[0].link_refs == [("", "zz")]
+    linked = {("", "zz"): ("slice-publisher.sync_pool", "slice-publisher"),
+              ("ab" * 16, "a"): ("claim.create", "claim-controller")}
+    lines = format_tree("ab" * 16, roots, "http://jaeger:16686/", linked).splitlines()
+    assert lines[0].endswith(", links to slice-publisher")
+    assert lines[2] == ("├─ allocate claim [structured-allocator] 0.5ms (+0.2ms)  links=1 → "
+                        "slice-publisher.sync_pool [slice-publisher]")
+    # a link within the trace, or to a service the trace has spans of, is named but not on line one
+    linked = {("", "zz"): ("schedule pod", "structured-allocator")}
+    lines = format_tree("ab" * 16, roots, "http://jaeger:16686/", linked).splitlines()
+    assert "links to" not in lines[0]
+    assert lines[2].endswith("links=1 → schedule pod [structured-allocator]")
+
+
 def test_trace_id_comes_from_the_traceparent_annotation() -> None:
     tid = "4bf92f3577b34da6a3ce929d0e0e4736"
     claim = {"metadata": {"annotations": {"draflow.dev/traceparent": f"00-{tid}-00f067aa0ba902b7-01"}}}

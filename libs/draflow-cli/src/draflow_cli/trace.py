@@ -5,14 +5,17 @@ the trace when it creates the claim, a claim made by a user gets it when draflow
 other service continues it). Spans come from Jaeger's query
 API, ``GET <jaeger>/api/traces/<traceID>`` (served by Jaeger v2's query extension, the same API its UI
 uses). The tree is built from ``CHILD_OF`` references; a span whose parent is not in the trace (not
-exported yet, or sampled out) is shown as a root. Links (``FOLLOWS_FROM``) are listed on the span.
+exported yet, or sampled out) is shown as a root. Links (``FOLLOWS_FROM``) are counted on the span and
+named (operation and service, read from the linked traces: the first :data:`LINKED_TRACES_MAX`); the
+first line names the services the trace links to but has no span of (the slice-publisher, whose pool
+syncs an allocation's write links).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +24,11 @@ import aiohttp
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
+
+#: Linked traces read to name links: a claim shared by hundreds of pods links as many scheduling attempts.
+LINKED_TRACES_MAX = 20
+
+SpanRef = tuple[str, str]  # (trace ID, span ID)
 
 
 @dataclass
@@ -33,6 +41,7 @@ class SpanNode:
     links: int = 0
     error: bool = False
     children: list[SpanNode] = field(default_factory=list)
+    link_refs: list[SpanRef] = field(default_factory=list)
 
 
 def trace_id_of(claim: Mapping[str, Any]) -> str:
@@ -65,6 +74,7 @@ def build_tree(trace: Mapping[str, Any]) -> list[SpanNode]:
                 parents[node.span_id] = ref.get("spanID", "")
             else:
                 node.links += 1
+                node.link_refs.append((ref.get("traceID", ""), ref.get("spanID", "")))
         nodes[node.span_id] = node
     roots: list[SpanNode] = []
     for span_id, node in nodes.items():
@@ -79,24 +89,35 @@ def _ms(us: int) -> str:
     return f"{us / 1000:.1f}ms" if us < 1_000_000 else f"{us / 1_000_000:.2f}s"
 
 
-def format_tree(trace_id: str, roots: list[SpanNode], jaeger_url: str) -> str:
-    all_nodes: list[SpanNode] = []
-    stack = list(roots)
+def _nodes(roots: list[SpanNode]) -> Iterator[SpanNode]:
+    """Every node of the trees, depth first, in start order."""
+    stack = list(reversed(roots))
     while stack:
         n = stack.pop()
-        all_nodes.append(n)
-        stack.extend(n.children)
+        yield n
+        stack.extend(reversed(n.children))
+
+
+def format_tree(trace_id: str, roots: list[SpanNode], jaeger_url: str,
+                linked: Mapping[SpanRef, tuple[str, str]] | None = None) -> str:
+    """The tree as text; ``linked``: (operation, service) of linked spans (:func:`linked_spans`)."""
+    linked = linked or {}
+    all_nodes = list(_nodes(roots))
     if not all_nodes:
         return f"trace {trace_id}: no spans in Jaeger (yet)\n{jaeger_link(jaeger_url, trace_id)}"
     start = min(n.start_us for n in all_nodes)
     end = max(n.start_us + n.duration_us for n in all_nodes)
     services = sorted({n.service for n in all_nodes})
+    outside = sorted({linked[r][1] for n in all_nodes for r in n.link_refs if r in linked} - set(services))
     lines = [f"trace {trace_id}: {len(all_nodes)} spans, {len(services)} services "
-             f"({', '.join(services)}), {_ms(end - start)}"]
+             f"({', '.join(services)}), {_ms(end - start)}"
+             + (f", links to {', '.join(outside)}" if outside else "")]
 
     def walk(node: SpanNode, prefix: str, last: bool, top: bool) -> None:
         branch = "" if top else ("└─ " if last else "├─ ")
         extra = f"  links={node.links}" if node.links else ""
+        named = [f"{linked[r][0]} [{linked[r][1]}]" for r in node.link_refs if r in linked]
+        extra += f" → {', '.join(named)}" if named else ""
         extra += "  ERROR" if node.error else ""
         lines.append(f"{prefix}{branch}{node.name} [{node.service}] {_ms(node.duration_us)} "
                      f"(+{_ms(node.start_us - start)}){extra}")
@@ -145,4 +166,28 @@ async def run(kube: KubeClient, jaeger_url: str, namespace: str, name: str, *, w
     if not trace_id:
         raise LookupError(f"claim {namespace}/{name} has no {TRACEPARENT_ANNOTATION} annotation (no trace)")
     doc = await fetch_trace(jaeger_url, trace_id, wait=wait)
-    return format_tree(trace_id, build_tree(doc or {}), jaeger_url)
+    roots = build_tree(doc or {})
+    return format_tree(trace_id, roots, jaeger_url, await linked_spans(jaeger_url, trace_id, roots))
+
+
+async def linked_spans(jaeger_url: str, trace_id: str, roots: list[SpanNode], *,
+                       limit: int = LINKED_TRACES_MAX) -> dict[SpanRef, tuple[str, str]]:
+    """(operation, service) of the spans the tree links to, read from Jaeger: links within the trace
+    from the tree itself, other traces (the first ``limit`` in start order) with one query each. A
+    linked span Jaeger does not have (or a query that fails) is left out: the link is only counted."""
+    nodes = list(_nodes(roots))
+    found: dict[SpanRef, tuple[str, str]] = {(trace_id, n.span_id): (n.name, n.service) for n in nodes}
+    others = list(dict.fromkeys(t for n in nodes for t, _ in n.link_refs if t and t != trace_id))[:limit]
+
+    async def read(other: str) -> None:
+        try:
+            doc = await fetch_trace(jaeger_url, other)
+        except (aiohttp.ClientError, TimeoutError):
+            return
+        processes = (doc or {}).get("processes") or {}
+        for span in (doc or {}).get("spans") or ():
+            service = (processes.get(span.get("processID", "")) or {}).get("serviceName", "?")
+            found[(other, span.get("spanID", ""))] = (span.get("operationName", ""), service)
+
+    await asyncio.gather(*(read(t) for t in others))
+    return found
