@@ -20,6 +20,8 @@ from draflow_protos.inventory.v1 import inventory_pb2 as inv
 from draflow_protos.inventory.v1 import inventory_pb2_grpc as inv_grpc
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
+from draflow_runtime.kube import RESOURCE_CLAIMS
+from draflow_runtime.passedclaims import claims_metadata
 from draflow_testenv.wait import eventually
 from reference_driver import cdi
 from reference_driver.inventory import gpu_uuid
@@ -88,3 +90,36 @@ async def test_rpc_spans_continue_the_callers_trace(run_service, otlp_receiver, 
     spans = await otlp_receiver.wait_for(lambda spans: [s for s in spans if s.trace_id == trace_id])
     assert [(s.name, s.parent_span_id, s.service_name) for s in spans] == [
         ("/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources", parent_id, "reference-driver")]
+
+
+async def test_a_prepare_answered_from_a_passed_claim_survives_a_kill_right_after(
+        run_service, kube, make_namespace, device_class, short_tmp, driver_identity):
+    """Crash safety of the fast path: the checkpoint is on disk before the answer, so a driver killed
+    (SIGKILL) right after answering still knows the device is taken when it comes back."""
+    argv = [ENTRY_POINT, "--nodes", "cs-0", "--fleet-root", str(short_tmp), "--http-port", "0",
+            "--log-format", "json"]
+    dra_sock = short_tmp / "cs-0" / "plugins" / DRIVER / "dra.sock"
+    ns = await make_namespace("rd")
+    first = await allocated_claim(kube, ns, device_class, "cs-0", device="gpu-5")
+    second = await allocated_claim(kube, ns, device_class, "cs-0", device="gpu-5")  # a double allocation
+    await kube.delete(RESOURCE_CLAIMS, first["metadata"]["name"], namespace=ns)  # only the passed copy left
+
+    async def prepare(claim: dict, passed: bool) -> str:
+        await eventually(lambda: dra_sock.exists(), 20, "the driver's socket", interval=0.1)
+        async with grpc.aio.insecure_channel(f"unix://{dra_sock}") as ch:
+            response = await dra_v1_grpc.DRAPluginStub(ch).NodePrepareResources(
+                dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(claim)]), timeout=30,
+                wait_for_ready=True,  # the killed driver's socket file stays until the new one binds
+                metadata=claims_metadata([claim]) if passed else ())
+        return response.claims[claim["metadata"]["uid"]].error
+
+    proc = await run_service(argv, env={"OTEL_TRACES_EXPORTER": "none"},
+                             kubeconfig=driver_identity.kubeconfig, name="reference-driver-crash")
+    assert await prepare(first, passed=True) == ""
+    await proc.kill()  # no shutdown: what was acknowledged must already be on disk
+
+    await run_service(argv, env={"OTEL_TRACES_EXPORTER": "none"},
+                      kubeconfig=driver_identity.kubeconfig, name="reference-driver-crash-again")
+    error = await prepare(second, passed=False)
+    assert f"is already prepared for claim {ns}/{first['metadata']['name']}" in error, error
+    assert await prepare(first, passed=True) == ""  # idempotent: the recorded devices
