@@ -88,7 +88,8 @@ async def test_explain_describes_an_allocation_and_falls_back_to_pod_conditions(
                      patch_type="strategic", subresource="status")
     out = await run(cli_args(testenv, "explain", f"{ns}/stuck"))
     assert f"pod {ns}/trainer: (not bound), PodScheduled=False Unschedulable: 0/4 nodes" in out
-    assert await run(cli_args(testenv, "explain", f"{ns}/missing")) == f"claim {ns}/missing not found"
+    with pytest.raises(LookupError, match=f"^claim {ns}/missing not found$"):  # exit 1, as kubectl
+        await run(cli_args(testenv, "explain", f"{ns}/missing"))
 
 
 async def test_events_prints_a_claims_timeline_from_jetstream(testenv: Any) -> None:

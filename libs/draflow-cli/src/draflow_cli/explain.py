@@ -212,14 +212,18 @@ async def run_target(
     kube: KubeClient, allocator_url: str, kind: str, namespace: str, name: str, *, output: str = "table",
     token: str | None = None,
 ) -> str:
-    """``explain`` of a claim, or of each claim of a pod (:func:`draflow_runtime.dra.pod_claims`)."""
+    """``explain`` of a claim, or of each claim of a pod (:func:`draflow_runtime.dra.pod_claims`).
+    Raises ``LookupError`` when the claim or pod asked for does not exist (as kubectl: exit 1, the
+    reason on stderr)."""
     if kind == "claim":
         doc = await claim_doc(kube, allocator_url, namespace, name, token)
+        if not doc["found"]:
+            raise LookupError(format_claim(doc))
         return dump(public(doc), output) if structured(output) else format_claim(doc)
     try:
         pod = await kube.get(PODS, name, namespace=namespace)
     except NotFound:
-        return f"pod {namespace}/{name} not found"
+        raise LookupError(f"pod {namespace}/{name} not found") from None
     entries: list[dict[str, Any]] = []
     for pc in pod_claims(pod, extended=True):
         entry: dict[str, Any] = {"podClaim": pc.name or "<extended resources>"}
