@@ -26,7 +26,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from benchpods import allocated_pod
 
 from draflow_runtime.errors import AlreadyExists, Gone
 from draflow_runtime.kube import (
@@ -43,61 +43,16 @@ from draflow_runtime.kube import (
     NAMESPACES,
     NODES,
     PODS,
-    RESOURCE_CLAIMS,
     SERVICE_ACCOUNTS,
     KubeClient,
 )
+from draflow_testenv.benchkit import cluster, cpu_seconds, load_note, rss_kib, spawn, stop
+from draflow_testenv.benchkit import percentile as pct
+from draflow_testenv.benchkit import service_bin as _bin
 from draflow_testenv.servers import free_port
 
 DRIVER = "gpu.draflow.example"
 GPUS = 8
-
-
-def _bin(name: str) -> str:
-    return shutil.which(name) or str(Path(sys.executable).parent / name)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
-
-
-def load_note(loads: list[float]) -> str:
-    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
-    cores = os.cpu_count() or 1
-    if not loads or max(loads) <= cores:
-        return ""
-    return (
-        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
-        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
-    )
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    with open(log, "ab") as out:  # noqa: ASYNC230 (a log file, once per process)
-        return await asyncio.create_subprocess_exec(
-            *argv, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True
-        )
-
-
-async def stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 30)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
 
 
 async def registered(port: int) -> int:
@@ -119,56 +74,6 @@ async def metric_sum_count(port: int, name: str, label: str) -> tuple[float, flo
         elif line.startswith(name + "_count{"):
             count += float(line.rsplit(" ", 1)[1])
     return total, count
-
-
-async def allocated_pod(kube: KubeClient, ns: str, name: str, node: str, cls: str, device: str) -> float:
-    """A pod bound to ``node`` with one claim, then the claim's allocation + reservedFor (as the allocator
-    writes them); returns the monotonic time that last write returned."""
-    await kube.create(
-        RESOURCE_CLAIMS,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}},
-        },
-        namespace=ns,
-    )
-    pod = await kube.create(
-        PODS,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "nodeName": node,
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-                "containers": [{"name": "c", "image": "pause", "resources": {"claims": [{"name": "gpu"}]}}],
-            },
-        },
-        namespace=ns,
-    )
-    selector = {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-    ]}
-    await kube.patch(
-        RESOURCE_CLAIMS,
-        name,
-        {
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]
-                    },
-                    "nodeSelector": selector,
-                },
-                "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
-            }
-        },
-        namespace=ns,
-        subresource="status",
-    )
-    return time.monotonic()
 
 
 async def prepare_latencies(
@@ -214,7 +119,8 @@ async def prepare_latencies(
         async with sem:
             name = f"p-{i}"
             node = nodes[(i * 7919) % len(nodes)]  # spread over the fleet
-            allocated[name] = await allocated_pod(kube, ns, name, node, cls, f"gpu-{i % GPUS}")
+            await allocated_pod(kube, ns, name, node, cls, DRIVER, f"gpu-{i % GPUS}")
+            allocated[name] = time.monotonic()
 
     try:
         await asyncio.sleep(0.5)  # the watch is connected before the first write
@@ -347,13 +253,8 @@ async def main() -> None:
     parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="shim-fleet-", dir="/tmp"))
-    if args.kubeconfig:
-        print(await bench(args, args.kubeconfig, workdir))
-        return
-    from draflow_testenv.environment import Environment
-
-    async with Environment() as env:
-        print(await bench(args, str(env.kubeconfig), workdir))
+    async with cluster(args.kubeconfig) as kubeconfig:
+        print(await bench(args, kubeconfig, workdir))
     print(f"\n(logs: {workdir})", file=sys.stderr)
 
 

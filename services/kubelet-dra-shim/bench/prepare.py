@@ -34,18 +34,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from benchpods import allocated_pod
+
 from draflow_runtime.errors import AlreadyExists
 from draflow_runtime.files import atomic_write
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
     NAMESPACES,
-    PODS,
     RESOURCE_CLAIMS,
     SERVICE_ACCOUNTS,
     KubeClient,
 )
 from draflow_runtime.log import configure_logging
 from draflow_runtime.passedclaims import claims_metadata
+from draflow_testenv.benchkit import cluster, cpu_seconds, load_note
+from draflow_testenv.benchkit import percentile as pct
 from kubelet_dra_shim.claimevents import ClaimEvents
 from kubelet_dra_shim.manager import NodeManager
 from kubelet_dra_shim.plugins import PluginStore
@@ -54,28 +57,6 @@ from kubelet_dra_shim.registration import registration_watcher
 DRIVER = "gpu.draflow.example"
 VENV_BIN = Path(sys.executable).parent
 GPUS = 256  # devices per node: every bench claim gets its own device
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of process ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def load_note(loads: list[float]) -> str:
-    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
-    cores = os.cpu_count() or 1
-    if not loads or max(loads) <= cores:
-        return ""
-    return (
-        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
-        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
-    )
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def ms(values: list[float]) -> str:
@@ -115,62 +96,12 @@ async def register(root: Path, node: str) -> PluginStore:
     raise RuntimeError(f"driver did not register for node {node}")
 
 
-async def make_pod(kube: KubeClient, ns: str, name: str, node: str, cls: str, device: str) -> dict[str, Any]:
-    """A pod bound to ``node`` with one claim allocated and reserved for it (as the allocator writes it)."""
-    await kube.create(
-        RESOURCE_CLAIMS,
-        {
-            "apiVersion": "resource.k8s.io/v1",
-            "kind": "ResourceClaim",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}},
-        },
-        namespace=ns,
-    )
-    pod = await kube.create(
-        PODS,
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "nodeName": node,
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}],
-                "containers": [{"name": "c", "image": "pause", "resources": {"claims": [{"name": "gpu"}]}}],
-            },
-        },
-        namespace=ns,
-    )
-    await kube.patch(
-        RESOURCE_CLAIMS,
-        name,
-        {
-            "status": {
-                "allocation": {
-                    "devices": {
-                        "results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]
-                    },
-                    "nodeSelector": {
-                        "nodeSelectorTerms": [
-                            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}
-                        ]
-                    },
-                },
-                "reservedFor": [{"resource": "pods", "name": name, "uid": pod["metadata"]["uid"]}],
-            }
-        },
-        namespace=ns,
-        subresource="status",
-    )
-    return pod
-
-
 async def make_pods(kube: KubeClient, ns: str, cls: str, placements: list[tuple[str, str, str]]) -> list[Any]:
     sem = asyncio.Semaphore(16)
 
     async def one(p: tuple[str, str, str]) -> Any:
         async with sem:
-            return await make_pod(kube, ns, p[0], p[1], cls, p[2])
+            return await allocated_pod(kube, ns, p[0], p[1], cls, DRIVER, p[2])
 
     return list(await asyncio.gather(*(one(p) for p in placements)))
 
@@ -251,15 +182,7 @@ async def throughput(
 
 async def run(args: argparse.Namespace) -> str:
     configure_logging("bench", "warning")
-    env_ctx: Any = contextlib.nullcontext()
-    kubeconfig = args.kubeconfig
-    if not kubeconfig:
-        from draflow_testenv.environment import Environment
-
-        env_ctx = Environment()
-    async with env_ctx as env:
-        if env is not None:
-            kubeconfig = str(env.kubeconfig)
+    async with cluster(args.kubeconfig) as kubeconfig:
         kube = await KubeClient.from_kubeconfig(kubeconfig)
         root = Path(tempfile.mkdtemp(prefix="shimb-", dir=args.root))
         ns = f"bench-shim-{uuid.uuid4().hex[:6]}"

@@ -27,7 +27,6 @@ import argparse
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -39,24 +38,14 @@ import aiohttp
 from draflow_runtime.devicetaints import rule_selects
 from draflow_runtime.errors import Gone
 from draflow_runtime.kube import DEVICE_TAINT_RULES, NODES, RESOURCE_SLICES, KubeClient
+from draflow_testenv.benchkit import cluster, cpu_seconds, load_note, spawn, stop
+from draflow_testenv.benchkit import percentile as _pct
+from draflow_testenv.benchkit import rss_kib as rss_kib_of
+from draflow_testenv.benchkit import service_bin as _bin
 from draflow_testenv.servers import free_port
 
 MANAGED = "app.kubernetes.io/managed-by=draflow-slice-publisher"
 UNAVAILABLE = "draflow.dev/driver-unavailable"
-
-
-def _bin(name: str) -> str:
-    return shutil.which(name) or str(Path(sys.executable).parent / name)
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def rss_kib_of(pid: int) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
 
 
 async def count_published(kube: KubeClient) -> tuple[int, int]:
@@ -76,22 +65,6 @@ async def metric(port: int, name: str) -> float:
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{port}/metrics") as resp:
         text = await resp.text()
     return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
-
-
-def load_note(loads: list[float]) -> str:
-    """A line saying the machine was loaded (1-minute load average above the core count), else ""."""
-    cores = os.cpu_count() or 1
-    if not loads or max(loads) <= cores:
-        return ""
-    return (
-        f"**Loaded machine**: load average {min(loads):.1f} to {max(loads):.1f} on {cores} cores during the "
-        "measurement (other jobs ran meanwhile): latencies are pessimistic and noisy; CPU times less so."
-    )
-
-
-def _pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _slice_state(obj: dict, rules: dict[str, dict]) -> tuple[str, int, int]:
@@ -216,23 +189,6 @@ async def measure_taint_delay(
     return done, sum(t for _, _, t in slices.values()), unavailable_rules
 
 
-async def spawn(argv: list[str], log: Path, env: dict[str, str]) -> asyncio.subprocess.Process:
-    with open(log, "ab") as out:  # noqa: ASYNC230 (a log file, once per process)
-        return await asyncio.create_subprocess_exec(
-            *argv, stdout=out, stderr=asyncio.subprocess.STDOUT, env=env, start_new_session=True
-        )
-
-
-async def stop(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        proc.terminate()
-        try:
-            await asyncio.wait_for(proc.wait(), 15)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-
-
 async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str:
     kube = await KubeClient.from_kubeconfig(kubeconfig)
     env = {**os.environ, "KUBECONFIG": kubeconfig}
@@ -346,8 +302,8 @@ async def bench(args: argparse.Namespace, kubeconfig: str, workdir: Path) -> str
         delays_ms = [d * 1000 for d in taint_delays.values()]
     finally:
         if publisher is not None:
-            await stop(publisher)
-        await stop(driver)
+            await stop(publisher, 15.0)
+        await stop(driver, 15.0)
         with contextlib.suppress(Exception):
             await kube.delete_collection(RESOURCE_SLICES, label_selector=MANAGED)
         await asyncio.gather(*(kube.delete(NODES, n) for n in nodes), return_exceptions=True)
@@ -394,13 +350,8 @@ async def main() -> None:
     parser.add_argument("--kubeconfig", default=None, help="use this cluster instead of a fresh testenv")
     args = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="sp-bench-"))
-    if args.kubeconfig:
-        print(await bench(args, args.kubeconfig, workdir))
-        return
-    from draflow_testenv.environment import Environment
-
-    async with Environment() as env:
-        print(await bench(args, str(env.kubeconfig), workdir))
+    async with cluster(args.kubeconfig) as kubeconfig:
+        print(await bench(args, kubeconfig, workdir))
     print(f"\n(logs: {workdir})", file=sys.stderr)
 
 
