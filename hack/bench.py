@@ -69,6 +69,13 @@ BENCHES = (
         ("--pods", "12"),
     ),
     Bench(
+        "partitioned",
+        "The decision on more than one core: node-partitioned prototype (structured-allocator)",
+        "services/structured-allocator/bench/partitioned.py",
+        (),
+        ("--nodes", "100", "--workers", "0,2"),
+    ),
+    Bench(
         "claims",
         "Claim creation under pod churn (claim-controller)",
         "services/claim-controller/bench/churn.py",
