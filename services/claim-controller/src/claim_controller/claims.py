@@ -172,13 +172,20 @@ async def _release_finalizer(ctx: Context, claim: Obj) -> Obj:
 async def _delete(ctx: Context, claim: Obj) -> None:
     meta = claim["metadata"]
     try:
-        await ctx.kube.delete(RESOURCE_CLAIMS, meta["name"], meta["namespace"],
-                              preconditions={"uid": meta["uid"]})
+        answer = await ctx.kube.delete(RESOURCE_CLAIMS, meta["name"], meta["namespace"],
+                                       preconditions={"uid": meta["uid"]})
     except NotFound:
+        ctx.mutations.deleted(claim)
         return
     except ApiError:
         metrics.ERRORS.labels(operation="delete").inc()
         raise
+    if (answer.get("metadata") or {}).get("finalizers"):
+        ctx.mutations.mutated(answer)  # a finalizer holds it: being deleted, still to be released
+    else:
+        # Gone: hidden from lookups until the informer drops it. The claim's own update events (the
+        # finalizer release) enqueue it again meanwhile, and a stale copy was deleted a second time.
+        ctx.mutations.deleted(claim)
     metrics.CLAIMS_DELETED.inc()
     log.debug("generated claim deleted, its pod is done")
 

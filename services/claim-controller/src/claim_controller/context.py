@@ -27,7 +27,8 @@ from .reservations import GONE, PodState
 from .settings import Settings
 
 __all__ = [
-    "BY_CLAIM", "BY_MEMBER", "BY_OWNER_UID", "BY_TEMPLATE", "Context", "DeletedPods", "Hooks", "Tombstones",
+    "BY_CLAIM", "BY_MEMBER", "BY_OWNER_UID", "BY_TEMPLATE", "AppliedStatuses", "Context", "DeletedPods",
+    "Hooks", "Tombstones",
 ]
 
 #: Pod index: ``<ns>/<claim>`` of every claim the pod uses (spec references and recorded names).
@@ -90,6 +91,53 @@ class Tombstones:
         self._items.pop(key, None)
 
 
+class AppliedStatuses:
+    """Pod statuses this process applied that the pod informer may not show yet (bounded LRU).
+
+    By pod UID: the ``resourceVersion`` the apply returned and the claim names it recorded. While the
+    cached pod is older than that write, the same names need no second apply: the write landed, and its
+    watch event enqueues the pod again. Without this, a pod reconciled again before that event (the new
+    claim's event enqueues its owner) applied the same status a second time (1.6-1.7 applies per pod in
+    steady state; upstream writes once)."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self._size = size
+        self._items: OrderedDict[str, tuple[int, dict[str, str]]] = OrderedDict()
+
+    def record(self, applied: Obj, names: dict[str, str]) -> None:
+        """``applied``: the pod the apply returned."""
+        meta = applied.get("metadata") or {}
+        version = _int_rv(meta.get("resourceVersion"))
+        if version is None:
+            return
+        uid = str(meta.get("uid", ""))
+        self._items[uid] = (version, dict(names))
+        self._items.move_to_end(uid)
+        while len(self._items) > self._size:
+            self._items.popitem(last=False)
+
+    def landed(self, cached: Obj, names: dict[str, str]) -> bool:
+        """Did this process apply exactly ``names`` to the pod after the version the cache shows?"""
+        meta = cached.get("metadata") or {}
+        uid = str(meta.get("uid", ""))
+        entry = self._items.get(uid)
+        if entry is None:
+            return False
+        version, applied = entry
+        seen = _int_rv(meta.get("resourceVersion"))
+        if seen is None or seen >= version:
+            del self._items[uid]  # the informer caught up with (or passed) the write: it decides now
+            return False
+        return applied == names
+
+
+def _int_rv(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
 @dataclass
 class Context:
     """Dependencies of ``sync_pod``/``sync_claim``; built by the ``Controller``."""
@@ -105,6 +153,7 @@ class Context:
     mutations: MutationCache
     deleted_pods: DeletedPods
     tombstones: Tombstones = field(default_factory=Tombstones)
+    applied: AppliedStatuses = field(default_factory=AppliedStatuses)
     hooks: Hooks = field(default_factory=Hooks)
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer("claim_controller"))
     pod_groups: Informer | None = None  # DRAWorkloadResourceClaims on: PodGroups of the watched namespaces

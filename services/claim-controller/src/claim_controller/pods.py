@@ -7,7 +7,8 @@ them now, so running it twice, or after a crash at any point, converges to the s
 - a generated claim is looked up by its recorded name, then by owner UID + pod-claim annotation (a claim
   created before a failed status write or a crash), and only then created — never twice;
 - ``status.resourceClaimStatuses`` is written by server-side apply (own field manager, force) with every
-  generated claim known, so a repeated apply changes nothing;
+  generated claim known, so a repeated apply changes nothing; it is not repeated while the cache has not
+  caught up with this process's own apply (:class:`~.context.AppliedStatuses`);
 - a pod bound to a node without the allocator's help gets its claims allocated through the allocator
   (NATS request/reply) and reserved with a patch that merges into ``reservedFor`` by UID;
 - with DRAWorkloadResourceClaims, a template claim of a PodGroup member that the group lists with the same
@@ -198,6 +199,8 @@ async def _record_statuses(ctx: Context, pod: Obj, names: Mapping[str, str]) -> 
     }
     if all(recorded.get(k) == v for k, v in names.items()):
         return
+    if ctx.applied.landed(pod, dict(names)):
+        return  # applied by this process, not in the cache yet: the pod's update enqueues it again
     meta = pod["metadata"]
     apply = {
         "apiVersion": "v1",
@@ -208,13 +211,15 @@ async def _record_statuses(ctx: Context, pod: Obj, names: Mapping[str, str]) -> 
         },
     }
     try:
-        await ctx.kube.patch(PODS, meta["name"], apply, meta["namespace"], patch_type="apply",
-                             subresource="status", field_manager=ctx.settings.field_manager, force=True)
+        applied = await ctx.kube.patch(PODS, meta["name"], apply, meta["namespace"], patch_type="apply",
+                                       subresource="status", field_manager=ctx.settings.field_manager,
+                                       force=True)
     except (NotFound, Conflict):
         raise  # NotFound: the pod is gone; Conflict: a new pod with the same name (UID differs): retry
     except ApiError:
         metrics.ERRORS.labels(operation="pod-status").inc()
         raise
+    ctx.applied.record(applied, dict(names))
 
 
 # -- pods that already have spec.nodeName --------------------------------------------------------------
