@@ -54,10 +54,14 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
 
 async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
     """``settings`` with each feature whose API ``kube`` does not serve turned off (a warning each):
-    DRAWorkloadResourceClaims without PodGroups, DeviceTaintRules' taints without DeviceTaintRules."""
-    if settings.gates["DRAWorkloadResourceClaims"] and \
-            not await api_served(kube, POD_GROUPS, "DRAWorkloadResourceClaims"):
-        settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+    DRAWorkloadResourceClaims and GenericWorkload (pod-group cycles) without PodGroups,
+    DeviceTaintRules' taints without DeviceTaintRules."""
+    claims_gate = settings.gates["DRAWorkloadResourceClaims"]
+    if settings.gates["GenericWorkload"] and not await api_served(
+            kube, POD_GROUPS, "DRAWorkloadResourceClaims" if claims_gate else "GenericWorkload"):
+        if claims_gate:
+            settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+        settings = settings.with_gate_off("GenericWorkload")  # no pod-group cycles without PodGroups
     if settings.watch_device_taint_rules and \
             not await api_served(kube, DEVICE_TAINT_RULES, "DRADeviceTaintRules"):
         settings = settings.model_copy(update={"device_taint_rules": False})

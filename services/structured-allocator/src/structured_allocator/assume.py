@@ -9,6 +9,11 @@ Every claim has at most one *effective* allocation, by claim UID:
   without an allocation never drops an assumption: that is how a device is never handed out twice
   between the decision and the informer catching up (upstream #136269).
 
+**Shared pending allocations** (a pod-group cycle, :mod:`.gang`): a later member of the group that
+uses a claim an earlier member of the same cycle allocated joins that assumption (:meth:`AssumeCache.share`)
+instead of waiting for its write; a failed pipeline of one sharer leaves it (:meth:`AssumeCache.unshare`)
+and the devices stay held while another sharer still writes them.
+
 **Reservations in flight** count too (upstream's 256-entry ``reservedFor`` limit): a pod's write
 pipeline registers each claim it adds the pod to (:meth:`AssumeCache.reserve`); the entry stays until
 the informer shows the pod in ``reservedFor``, or shows the claim at or after the resourceVersion our
@@ -26,7 +31,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -45,6 +50,9 @@ class Assumed:
     allocation: dict[str, Any]
     pod_key: str
     written: bool = False  # the status write succeeded (reservations of other pods may follow)
+    # Other pods whose pipelines write the same allocation: later members of the pod-group cycle that
+    # decided it (upstream: the DRA manager counts the pods sharing a pending allocation).
+    sharers: set[str] = field(default_factory=set)
 
 
 class AssumeCache:
@@ -120,6 +128,28 @@ class AssumeCache:
         :meth:`release` is called."""
         self._assumed[uid] = Assumed(claim_key, allocation, pod_key)
         self._set_effective(uid, allocation)
+
+    def share(self, uid: str, pod_key: str) -> bool:
+        """``pod_key``'s pipeline writes the allocation already assumed for claim ``uid`` (the same
+        devices, decided earlier in the same pod-group cycle). False when nothing is assumed for it."""
+        entry = self._assumed.get(uid)
+        if entry is None:
+            return False
+        if pod_key != entry.pod_key:
+            entry.sharers.add(pod_key)
+        return True
+
+    def unshare(self, uid: str, pod_key: str) -> bool:
+        """``pod_key``'s pipeline gave up; True when another pod's pipeline still writes the assumed
+        allocation (then the assumption stays and nothing else may be given up for this pod)."""
+        entry = self._assumed.get(uid)
+        if entry is None:
+            return False
+        entry.sharers.discard(pod_key)
+        if pod_key == entry.pod_key and entry.sharers:
+            entry.pod_key = entry.sharers.pop()  # the next sharer owns it now
+            return True
+        return pod_key != entry.pod_key
 
     def mark_written(self, uid: str) -> None:
         entry = self._assumed.get(uid)

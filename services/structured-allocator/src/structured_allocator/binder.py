@@ -91,6 +91,9 @@ class ClaimPlan:
     context: Context | None = None  # trace context of the claim's span
     written_version: str = ""  # the claim's resourceVersion after this plan's write
     consumer: dict[str, str] | None = None  # reservedFor entry: the pod's PodGroup; None: the pod itself
+    # ``allocation`` was decided by an earlier member of the same pod-group cycle and is written by
+    # that member's pipeline too: whichever write lands first allocates, the other finds it (idempotent).
+    shares_pending: bool = False
 
     def consumer_ref(self, pod: Mapping[str, Any]) -> dict[str, str]:
         """The ``reservedFor`` entry this plan writes (upstream ``BindTo``)."""
@@ -162,7 +165,8 @@ class Binder:
         deadlock). Pods sharing a claim patch its ``reservedFor`` one at a time: concurrent patches of
         one object make the API server retry each against the others' writes until requests time out
         (seen with 300 pods on one claim). Taken before a write slot, so waiting holds none."""
-        uids = sorted({cp.uid for cp in plan.claims if cp.allocation is None and cp.reserve})
+        uids = sorted({cp.uid for cp in plan.claims
+                       if (cp.allocation is None and cp.reserve) or cp.shares_pending})
         async with contextlib.AsyncExitStack() as stack:
             for uid in uids:
                 await stack.enter_async_context(self._claim_turns.hold(uid))
@@ -318,9 +322,14 @@ class Binder:
         return known
 
     async def unreserve(self, cp: ClaimPlan, pod_uid: str) -> None:
-        meta = cp.claim["metadata"]
-        body = {"metadata": {"uid": cp.uid},
-                "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]}}
+        await self.remove_reservation(cp.claim, pod_uid)
+
+    async def remove_reservation(self, claim: Mapping[str, Any], consumer_uid: str) -> None:
+        """Drop one ``reservedFor`` entry by UID: a strategic-merge ``$patch: delete`` (no fresh copy
+        needed; the claim's UID is a precondition). A claim that is gone counts as done."""
+        meta = claim["metadata"]
+        body = {"metadata": {"uid": meta["uid"]},
+                "status": {"reservedFor": [{"$patch": "delete", "uid": consumer_uid}]}}
         with contextlib.suppress(NotFound):
             await self.kube.patch(RESOURCE_CLAIMS, meta["name"], body, meta["namespace"],
                                   patch_type="strategic", subresource="status",
@@ -355,7 +364,8 @@ class Binder:
 
     async def deallocate_unused(self, seen: Mapping[str, Any], pod_uid: str) -> bool:
         """PostFilter: deallocate ``seen`` (a cached claim) if it still has the same allocation and is
-        reserved for nobody or only ``pod_uid``; clears allocation, reservedFor and devices, then drops
+        reserved for nobody or only ``pod_uid`` (PodGroupPostFilter: the PodGroup's UID); clears
+        allocation, reservedFor and devices, then drops
         the finalizer, as the claim-controller does. Idempotent: True when the claim is (now)
         unallocated, False when it changed meanwhile (in use again, other devices, replaced)."""
         meta = seen["metadata"]

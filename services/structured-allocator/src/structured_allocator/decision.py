@@ -38,19 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from draflow_runtime.dra import (
-    RESERVED_FOR_MAX,
-    is_for_pod_or_group,
-    is_reserved_for_pod_or_group,
-    pod_claims,
-    pod_group_name,
-)
-from draflow_runtime.podgroups import bind_to
+from draflow_runtime.dra import RESERVED_FOR_MAX, is_reserved_for_pod_or_group
 
 from .bindingconds import binding_status, utcnow
 from .claimfacts import describe_error, min_devices
@@ -64,52 +56,24 @@ from .core import (
 )
 from .explain_http import PodExplanation
 from .extres import ExtendedClaim, ExtendedDemand, extended_demand
+from .groupcycle import GroupCycle
 from .nodealloc_plan import NodeAllocatableCheck, admit, shared_mapped_claim
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
+from .outcomes import Decision, Placement, PlannedClaim, Unschedulable, Waiting
+from .podclaims import resolve_claims
 from .postfilter import claim_to_deallocate
 from .scoring import Candidate, Scorer
 from .state import ClusterState
 
 __all__ = [
-    "Decider", "ExtendedClaim", "Placement", "PlannedClaim", "Unschedulable", "Waiting", "describe_error",
+    "Decider", "Decision", "ExtendedClaim", "Placement", "PlannedClaim", "Unschedulable", "Waiting",
+    "describe_error",
 ]
 
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
 
 
-@dataclass
-class PlannedClaim:
-    claim: Mapping[str, Any]
-    allocation: dict[str, Any] | None  # None: already allocated
-    reserve: bool
-    consumer: dict[str, str] | None = None  # the reservedFor entry: the pod's PodGroup; None: the pod
-
-
-@dataclass
-class Placement:
-    node: str
-    claims: list[PlannedClaim]
-    extended: ExtendedClaim | None = None
-    node_allocatable: Sequence[dict[str, Any]] = ()  # pod.status.nodeAllocatableResourceClaimStatuses
-
-
-@dataclass
-class Waiting:
-    reason: str
-    on_claim: str = ""  # namespace/name of an in-flight claim to wait for
-
-
-@dataclass
-class Unschedulable:
-    explanation: PodExplanation
-    claims: list[Mapping[str, Any]] = field(default_factory=list)  # claims that needed an allocation
-    deallocate: Mapping[str, Any] | None = None  # PostFilter: allocated claim to give back
-    budget_exhausted: bool = False  # a search ran out of its budget: retry with backoff
-    stale_extended: Mapping[str, Any] | None = None  # special claim of an earlier attempt: delete it
-
-
-Decision = Placement | Waiting | Unschedulable
 
 
 class Decider:
@@ -135,49 +99,16 @@ class Decider:
 
     # -- claims ----------------------------------------------------------------------------------------
 
-    def _resolve(self, pod: Mapping[str, Any]
-                 ) -> tuple[list[Mapping[str, Any]], list[dict[str, str] | None]] | Decision:
-        """The pod's claims and, per claim, the ``reservedFor`` entry it binds to (None: the pod)."""
-        meta = pod["metadata"]
-        ns, pod_key = meta["namespace"], f"{meta['namespace']}/{meta['name']}"
-        claims: list[Mapping[str, Any]] = []
-        consumers: list[dict[str, str] | None] = []
-        group = pod_group_name(pod) if self.pod_groups else ""
-        pod_group = self.state.pod_group(ns, group) if group else None
-        if group and pod_group is None:  # upstream: the PodGroup snapshot lookup fails, unschedulable
-            return Unschedulable(PodExplanation(pod_key, [],
-                                                waiting=f'PodGroup "{ns}/{group}" does not exist'))
-        for pc in pod_claims(pod):
-            if not pc.needed:
-                continue  # its status entry names no claim: none is needed (kube-scheduler skips it)
-            claim_name = pc.claim_name
-            if claim_name is None:
-                return Waiting(f'waiting for the ResourceClaim of pod claim "{pc.name}" to be created')
-            claim = self.state.claims.get(f"{ns}/{claim_name}")
-            if claim is None:
-                return Waiting(f'waiting for ResourceClaim "{ns}/{claim_name}" to exist')
-            cmeta = claim["metadata"]
-            problem = ""
-            if cmeta.get("deletionTimestamp"):
-                problem = f'ResourceClaim "{ns}/{claim_name}" is being deleted'
-            elif pc.generated and not is_for_pod_or_group(claim, pod, self.pod_groups):
-                problem = f'ResourceClaim "{ns}/{claim_name}" was not created for this pod'
-                if group:
-                    problem += f' nor for its PodGroup "{group}"'
-            if problem:
-                return Unschedulable(PodExplanation(pod_key, [], waiting=problem))
-            claims.append(claim)
-            ref = bind_to(pod, pod_group, pc) if pod_group is not None else None
-            consumers.append(ref if ref is not None and ref.get("resource") == "podgroups" else None)
-        return claims, consumers
-
     # -- the decision ------------------------------------------------------------------------------------
 
     async def decide(self, pod: Mapping[str, Any], *, only_node: str | None = None,
-                     cancelled: Callable[[], bool] | None = None) -> Decision:
+                     cancelled: Callable[[], bool] | None = None,
+                     cycle: GroupCycle | None = None) -> Decision:
         """Place ``pod`` (see the module docstring). ``only_node``: the pod is already bound there
         (NATS allocate request): no node filters, that node only. ``cancelled``: polled during the
-        search; True stops it (budget exhausted, reason ``cancelled``)."""
+        search; True stops it (budget exhausted, reason ``cancelled``). ``cycle``: the pod-group cycle
+        the pod is tried in (:mod:`.gang`): an allocation an earlier member of it decided is used as it
+        is (pending, not written yet), not waited for (upstream ``podGroupStateData``)."""
         meta = pod["metadata"]
         pod_key, pod_uid = f"{meta['namespace']}/{meta['name']}", meta.get("uid")
         gates = (pod.get("spec") or {}).get("schedulingGates")
@@ -194,7 +125,8 @@ class Decider:
                 pod_key, [], waiting=f'ResourceClaim "{smeta["namespace"]}/{smeta["name"]}" for the '
                 "pod's extended resources is left from an earlier attempt; deleting it"),
                 stale_extended=extended.stale)
-        resolved = self._resolve(pod)
+        resolved = resolve_claims(pod, self.state.claims.get, lambda ns, name: self.state.pod_group(ns, name),
+                                  self.pod_groups)
         if not isinstance(resolved, tuple):
             return resolved
         resolved_claims, bound_to = resolved
@@ -212,6 +144,10 @@ class Decider:
             pending = assume.assumed(uid)
             ckey = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
             if pending is not None and not pending.written:
+                if cycle is not None and cycle.shares(uid):  # decided earlier in this pod-group cycle
+                    allocated.append(PlannedClaim(claim, dict(allocation), True, consumer_of.get(uid),
+                                                  shares_pending=True))
+                    continue
                 return Waiting(f'allocation of ResourceClaim "{ckey}" is being written', on_claim=ckey)
             reserved_for = (claim.get("status") or {}).get("reservedFor") or []
             reserved = is_reserved_for_pod_or_group(claim, pod, self.pod_groups)
@@ -229,7 +165,8 @@ class Decider:
             return Unschedulable(
                 PodExplanation(pod_key, [], waiting="; ".join(why for _, why in unavailable)),
                 deallocate=claim_to_deallocate(allocated_claims, str(pod_uid),
-                                               [c["metadata"]["uid"] for c, _ in unavailable]))
+                                               [c["metadata"]["uid"] for c, _ in unavailable]),
+                unavailable=[c for c, _ in unavailable])
         claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
         explanation = PodExplanation(pod_key, claim_keys)
         fixed = [assume.allocation(a.claim["metadata"]["uid"]) or {} for a in allocated]
@@ -240,16 +177,19 @@ class Decider:
             if shared:
                 return Unschedulable(PodExplanation(pod_key, [], waiting=shared))
             na = NodeAllocatableCheck(pod, demand, self.state.usage, self.state.slices, pairs, to_allocate)
+        ruled_out: list[Mapping[str, Any]] = []  # nodes only the allocated claims' selectors rule out
         try:
             best = await self._search(pod, demand, to_allocate, fixed, explanation, only_node, cancelled,
-                                      extended, na)
+                                      extended, na, ruled_out)
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
         if best is None:
             return Unschedulable(explanation, to_allocate,
                                  deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)),
-                                 budget_exhausted=explanation.budget_exhausted)
+                                 budget_exhausted=explanation.budget_exhausted,
+                                 unavailable=[c for c, a in zip(allocated_claims, fixed, strict=True)
+                                              if any(claim_selector_reason(n, [a]) for n in ruled_out)])
         node_name = best.node["metadata"]["name"]
         ext = extended.for_node(best.node, self.state.usage.allocatable(best.node).resources) \
             if extended is not None else None
@@ -289,7 +229,8 @@ class Decider:
                       fixed: list[Any], explanation: PodExplanation, only_node: str | None,
                       cancelled: Callable[[], bool] | None,
                       extended: ExtendedDemand | None = None,
-                      na: NodeAllocatableCheck | None = None) -> Candidate | None:
+                      na: NodeAllocatableCheck | None = None,
+                      ruled_out: list[Mapping[str, Any]] | None = None) -> Candidate | None:
         state = self.state
         allocator = self._allocator() if to_allocate or extended else None
         dra_names = extended.mapping if extended else ()
@@ -313,7 +254,10 @@ class Decider:
             if node is None:
                 continue
             reason = None if only_node else node_filter_reason(node, pod)
-            reason = reason or claim_selector_reason(node, fixed)
+            if not reason:
+                reason = claim_selector_reason(node, fixed)
+                if reason and ruled_out is not None:
+                    ruled_out.append(node)
             if reason:
                 explanation.node_reasons[reason] += 1
                 continue

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -52,7 +52,9 @@ from .binding_wait import BindingWaiter
 from .claimspan import PoolTraces, claim_context, link_pools
 from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
-from .nodefit import PodUsage, pod_demand
+from .gang import assume_plan, plan_of
+from .gang_attempts import GroupAttempts, GroupKey
+from .giveback import give_back
 from .report import Reporter
 from .responder import AllocateKey, AllocateRequests
 from .scoring import make_scorer
@@ -95,7 +97,7 @@ class Scheduler:
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(__name__)
         self.state = ClusterState(kube, settings.scheduler_name_set, self, namespace=namespace,
                                   taint_rules=settings.watch_device_taint_rules,
-                                  pod_groups=settings.gates["DRAWorkloadResourceClaims"])
+                                  pod_groups=settings.gates["GenericWorkload"])
         self.pool_traces = PoolTraces()  # span links of allocations to the pool syncs they used
         self.state.slice_informer.add_handler(self.pool_traces.on_slice)
         self.decider = Decider(self.state, make_scorer(settings.scorer), settings.nodes_to_find,
@@ -130,6 +132,7 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._synced = False
         self.requests = AllocateRequests(self)  # NATS allocate requests, reconciled by the same worker
+        self.groups = GroupAttempts(self, enabled=settings.gates["GenericWorkload"])  # pod-group cycles
 
     @property
     def synced(self) -> bool:
@@ -194,9 +197,11 @@ class Scheduler:
 
     # -- reconcile ----------------------------------------------------------------------------------------
 
-    async def reconcile(self, key: str | AllocateKey) -> Done | RequeueAfter | RequeueWithBackoff:
+    async def reconcile(self, key: str | AllocateKey | GroupKey) -> Done | RequeueAfter | RequeueWithBackoff:
         if isinstance(key, AllocateKey):
             return await self.requests.reconcile(key)
+        if isinstance(key, GroupKey):
+            return await self.groups.reconcile(key)
         pod = self.state.pods.get(key)
         if pod is None or not self.state.ours(pod) or pod["metadata"].get("deletionTimestamp"):
             self.unschedulable.discard(key)
@@ -204,6 +209,10 @@ class Scheduler:
             return Done()
         if key in self.in_flight or key in self._bound:
             return Done()  # in flight: its pipeline requeues the pod if it fails
+        group = self.groups.key_of(pod)
+        if group is not None:  # a PodGroup member: tried with its group (one key per group)
+            self.queue.add(group)
+            return Done()
         with bind(pod=key):
             return await self.attempt(pod)
 
@@ -238,35 +247,27 @@ class Scheduler:
                 return Done()
             if isinstance(decision, Unschedulable):
                 return self._unschedulable(pod, decision, span)
-            span.set_attribute("draflow.node", decision.node)
-            plan = PodPlan(pod, decision.node, [
-                ClaimPlan(p.claim, p.allocation, p.reserve,
-                          claim_context(self.tracer, p.claim, span, decision.node, p.allocation),
-                          consumer=p.consumer)
-                for p in decision.claims
-            ], extended=decision.extended, node_allocatable=decision.node_allocatable)
-            self.start_pipeline(plan)
+            self.start_pipeline(plan_of(pod, decision), span)
             return Done()
 
-    def start_pipeline(self, plan: PodPlan) -> asyncio.Task[bool]:
+    def start_pipeline(self, plan: PodPlan, span: trace.Span | None = None) -> asyncio.Task[bool]:
         """Assume the plan's allocations (and the pod on its node, for node fit) and run its writes in
         the background."""
-        for cp in plan.claims:
-            if cp.allocation is not None:
-                self.state.assume.assume(cp.uid, cp.key, cp.allocation, plan.key)
-            if cp.reserve:
-                self.state.assume.reserve(cp.uid, cp.consumer_uid(plan.uid))
-        xw.assume_extended(self.state.assume, plan)
-        if plan.bind:
-            pod = plan.pod if not plan.node_allocatable else \
-                {**plan.pod, "status": {na.STATUS_FIELD: list(plan.node_allocatable)}}
-            self.state.usage.assume(plan.uid, PodUsage(plan.node, pod_demand(pod, use_status=bool(
-                plan.node_allocatable))))
+        assume_plan(self.state, plan)
+        return self.run_assumed(plan, span)
+
+    def run_assumed(self, plan: PodPlan, span: trace.Span | None) -> asyncio.Task[bool]:
+        """Run the writes of a plan already assumed (:func:`~.gang.assume_plan`), each claim continuing
+        its trace under ``span`` (the attempt)."""
+        if span is not None:
+            span.set_attribute("draflow.node", plan.node)
+            for cp in plan.claims:
+                cp.context = claim_context(self.tracer, cp.claim, span, plan.node, cp.allocation)
         self.in_flight[plan.key] = plan
         return self._spawn(self._pipeline(plan), f"write-{plan.key}")
 
-    def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable,
-                       span: trace.Span) -> Done | RequeueAfter | RequeueWithBackoff:
+    def _unschedulable(self, pod: Mapping[str, Any], decision: Unschedulable, span: trace.Span, *,
+                       post_filter: bool = True) -> Done | RequeueAfter | RequeueWithBackoff:
         key = key_of(dict(pod))
         message = decision.explanation.message()
         span.set_status(trace.Status(trace.StatusCode.ERROR, message[:200]))
@@ -275,7 +276,7 @@ class Scheduler:
         self.explanations.record(decision.explanation)
         log.info("pod unschedulable", reason=message)
         self._spawn(self.reporter.unschedulable(pod, message, decision.claims, contexts), f"report-{key}")
-        if decision.deallocate is not None:
+        if decision.deallocate is not None and post_filter:
             self._post_filter(pod, decision.deallocate)
         if decision.stale_extended is not None:
             self._spawn(xw.delete_stale(self.binder, decision.stale_extended, lambda: self.queue.add(key)),
@@ -288,30 +289,26 @@ class Scheduler:
             return RequeueWithBackoff(base_delay=1.0, max_delay=self.settings.unschedulable_retry)
         return RequeueAfter(self.settings.unschedulable_retry)
 
-    def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any]) -> None:
-        """Deallocate ``claim`` in the background (once at a time per claim); its informer event
-        requeues the pod."""
+    def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any], *, consumer_uid: str = "",
+                     kind: Literal["deallocate", "unreserve"] = "deallocate",
+                     why: str = "no node fits") -> None:
+        """Give ``claim`` back in the background (:mod:`.giveback`; one write at a time per claim): its
+        informer event requeues the pod. ``consumer_uid``: the only consumer it may still be reserved
+        for (default: the pod)."""
         uid = claim["metadata"]["uid"]
         if uid in self._deallocating:
             return
         self._deallocating.add(uid)
-        ckey = key_of(dict(claim))
 
         async def run() -> None:
             try:
                 async with self.write_slots:
-                    done = await self.binder.deallocate_unused(claim, pod["metadata"]["uid"])
-                if done:
-                    await self.reporter.recorder.event(
-                        dict(pod), "Normal", "ClaimDeallocated",
-                        f'no node fits: deallocated ResourceClaim "{ckey}" so that it can be allocated again',
-                        action="Deallocating")
-            except Exception as err:
-                log.warning("post-filter deallocation failed", claim=ckey, error=repr(err))
+                    await give_back(self.binder, self.reporter.recorder, pod, claim, kind=kind, why=why,
+                                    consumer_uid=consumer_uid or pod["metadata"]["uid"])
             finally:
                 self._deallocating.discard(uid)
 
-        self._spawn(run(), f"deallocate-{ckey}")
+        self._spawn(run(), f"give-back-{key_of(dict(claim))}")
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
@@ -362,7 +359,8 @@ class Scheduler:
             finally:
                 xw.release_extended(self.state.assume, plan)
                 for cp in plan.claims:
-                    if cp.allocation is not None:
+                    # a pod-group member sharing an allocation another member still writes leaves it held
+                    if cp.allocation is not None and not self.state.assume.unshare(cp.uid, plan.key):
                         give_up(self.state.assume, self.binder.kube, cp, known, self._spawn, self._wake)
                     self.state.assume.unreserve(cp.uid, cp.consumer_uid(plan.uid))
                 self.state.usage.forget(plan.uid)
@@ -395,6 +393,7 @@ class Scheduler:
         self._wake(cp.key)
         if cp.allocation is not None:  # in the binder's ``write claim`` span, in the claim's trace
             link_pools(trace.get_current_span(), self.pool_traces.links(cp.allocation))
+        if cp.allocation is not None and not cp.shares_pending:  # a sharer only adds its consumer
             await self.reporter.allocated(cp.claim, cp.allocation, plan.pod, plan.node)
         elif cp.reserve:
             await self.reporter.reserved(cp.claim, plan.pod, plan.node)

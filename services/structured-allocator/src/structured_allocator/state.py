@@ -13,8 +13,10 @@
 * free devices per node (:mod:`.device_counts`), updated by the slice index and the assume cache's
   set of devices in use as they change;
 * DeviceClasses and Nodes (node names kept sorted for a stable, rotating search order);
-* PodGroups (``scheduling.k8s.io/v1beta1``, only with DRAWorkloadResourceClaims: which of a member pod's
-  claims bind to its group, :func:`draflow_runtime.podgroups.bind_to`).
+* PodGroups (``scheduling.k8s.io/v1beta1``, only with GenericWorkload: the pod-group cycles of
+  :mod:`.gang_attempts`, and with DRAWorkloadResourceClaims which of a member pod's claims bind to its
+  group, :func:`draflow_runtime.podgroups.bind_to`); pending and bound pods are indexed by their
+  PodGroup (``byPodGroup``: ``namespace/podgroup``).
 
 Handlers only update indexes and tell the :class:`Listener` what changed; the listener enqueues keys.
 """
@@ -24,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from draflow_runtime.dra import claim_names
+from draflow_runtime.dra import claim_names, pod_group_name
 from draflow_runtime.informer import Informer, key_of
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
@@ -60,6 +62,11 @@ def _claims_of_pod(pod: dict[str, Any]) -> list[str]:
     return [f"{ns}/{claim}" for claim in claim_names(pod)]
 
 
+def _pod_group_of_pod(pod: dict[str, Any]) -> list[str]:
+    group = pod_group_name(pod)
+    return [f"{pod['metadata'].get('namespace', '')}/{group}"] if group else []
+
+
 def _scheduling_view(pod: Mapping[str, Any] | None) -> Any:
     """What a pod update must change to be worth a new attempt (not our own condition writes)."""
     if pod is None:
@@ -76,9 +83,13 @@ def _scheduling_view(pod: Mapping[str, Any] | None) -> Any:
 def slim_bound_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """Informer transform: what node fit needs of a bound pod (its demand is computed once here)."""
     meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    slim_spec = {"nodeName": spec.get("nodeName")}
+    if spec.get("schedulingGroup"):  # a member of a PodGroup: counts as scheduled for its group
+        slim_spec["schedulingGroup"] = spec["schedulingGroup"]
     return {
         "metadata": {k: meta.get(k) for k in ("name", "namespace", "uid", "resourceVersion")},
-        "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName")},
+        "spec": slim_spec,
         "usage": PodUsage((pod.get("spec") or {}).get("nodeName") or "", pod_demand(pod, use_status=True)),
     }
 
@@ -107,11 +118,13 @@ class ClusterState:
         if len(scheduler_names) == 1:
             selector += ",spec.schedulerName=" + next(iter(scheduler_names))
         self.pods = Informer(kube, PODS, namespace, field_selector=selector,
-                             indexers={"byClaim": _claims_of_pod}, name="pending-pods")
+                             indexers={"byClaim": _claims_of_pod, "byPodGroup": _pod_group_of_pod},
+                             name="pending-pods")
         # Node fit counts every pod on a node, in every namespace, whoever scheduled it.
         self.usage = NodeUsage()
         self.bound_pods = Informer(kube, PODS, None, field_selector=BOUND_PODS_SELECTOR,
-                                   transform=slim_bound_pod, name="bound-pods")
+                                   transform=slim_bound_pod, indexers={"byPodGroup": _pod_group_of_pod},
+                                   name="bound-pods")
         self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="claims",
                                indexers={EXTENDED_BY_POD: extended_claim_owner})
         self.slice_informer = Informer(kube, RESOURCE_SLICES, name="slices")
@@ -167,6 +180,12 @@ class ClusterState:
     def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The cached PodGroup (None: unknown, or PodGroups are not watched)."""
         return self.pod_groups.get(f"{namespace}/{name}") if self.pod_groups is not None else None
+
+    def pod_group_members(self, namespace: str,
+                          name: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(pending, bound) pods of PodGroup ``namespace/name`` (bound: slimmed, non-terminal)."""
+        key = f"{namespace}/{name}"
+        return self.pods.by_index("byPodGroup", key), self.bound_pods.by_index("byPodGroup", key)
 
     def pods_using_claim(self, claim_key: str) -> list[dict[str, Any]]:
         return self.pods.by_index("byClaim", claim_key)

@@ -1,7 +1,10 @@
-"""Claims bound to a PodGroup (DRAWorkloadResourceClaims) against the real kube-apiserver, the allocator
+"""PodGroups (GenericWorkload, DRAWorkloadResourceClaims) against the real kube-apiserver, the allocator
 alone: a claim the PodGroup lists by name is allocated for the first member with the PodGroup in
 ``reservedFor``; the next member needs no write; a pod outside the group that uses the same claim adds
-itself (the API server takes both kinds of entry in one list, merged by UID)."""
+itself (the API server takes both kinds of entry in one list, merged by UID). Pod-group cycles: a gang
+that cannot be placed as a whole is not placed at all (no device held) and the next gang places; a
+group's claim allocated for a node the group can no longer use is given back by PodGroupPostFilter,
+then allocated where the group fits, and another group takes the freed device."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from typing import Any
 import pytest
 from sa_kit import Kit
 
-from draflow_runtime.kube import POD_GROUPS, RESOURCE_CLAIMS
+from draflow_runtime.kube import EVENTS, POD_GROUPS, PODS, RESOURCE_CLAIMS
 from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
@@ -50,3 +53,81 @@ async def test_members_share_a_claim_reserved_once_for_their_podgroup(kit: Kit) 
     reserved = await eventually(both, what="the PodGroup and the solo pod reserved")
     solo_ref = {"resource": "pods", "name": "solo", "uid": solo["metadata"]["uid"]}
     assert sorted(reserved, key=lambda r: r["uid"]) == sorted([group_ref, solo_ref], key=lambda r: r["uid"])
+
+
+async def _group(kit: Kit, name: str, policy: dict[str, Any],
+                 claims: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if claims:
+        spec["resourceClaims"] = claims
+    return await kit.kube.create(POD_GROUPS, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                              "metadata": {"name": name}, "spec": spec}, kit.namespace)
+
+
+async def _allocated(kit: Kit, name: str) -> bool:
+    return bool(((await kit.get(RESOURCE_CLAIMS, name) or {}).get("status") or {}).get("allocation"))
+
+
+async def test_a_gang_that_cannot_be_placed_whole_holds_nothing_and_the_next_gang_places(kit: Kit) -> None:
+    node = await kit.node("n", labels={"gang-test": kit.suffix})
+    await kit.slice(node, 2)
+    await kit.device_class_()
+    await _group(kit, "big", {"gang": {"minCount": 3}})
+    await _group(kit, "small", {"gang": {"minCount": 2}})
+    await kit.start()
+    pin = {"nodeSelector": {"gang-test": kit.suffix}}
+    for i in range(3):  # three pods of one device each, two devices: the gang cannot start
+        await kit.claim(f"big-{i}")
+        await kit.pod(f"big-{i}", {"gpu": {"resourceClaimName": f"big-{i}"}},
+                      schedulingGroup={"podGroupName": "big"}, **pin)
+    for i in range(2):  # they fit, the gang does not
+        message = await kit.wait_condition(f"big-{i}", 'pod group "')
+        assert message == (f'pod group "{kit.namespace}/big" is unschedulable: minCount (3) cannot be '
+                           "satisfied: 2 scheduled, 0 remaining")
+    assert "0 free (2 in use)" in await kit.wait_condition("big-2", "cannot allocate")  # its own reason
+    assert not [i for i in range(3) if await _allocated(kit, f"big-{i}")]  # before: two allocated, bound
+
+    for i in range(2):
+        await kit.claim(f"small-{i}")
+        await kit.pod(f"small-{i}", {"gpu": {"resourceClaimName": f"small-{i}"}},
+                      schedulingGroup={"podGroupName": "small"}, **pin)
+    assert [await kit.wait_bound(f"small-{i}") for i in range(2)] == [node, node]
+    for i in range(3):
+        assert not ((await kit.get(PODS, f"big-{i}") or {}).get("spec") or {}).get("nodeName")
+
+
+async def test_a_groups_claim_stuck_on_a_node_the_group_cannot_use_is_given_back(kit: Kit) -> None:
+    a = await kit.node("a", labels={"pg-test": f"a-{kit.suffix}"})
+    b = await kit.node("b", labels={"pg-test": f"b-{kit.suffix}"})
+    for node in (a, b):
+        await kit.slice(node, 1)
+    await kit.device_class_()
+    await kit.claim("shared")
+    group = await _group(kit, "trainers", {"basic": {}}, [{"name": "gpu", "resourceClaimName": "shared"}])
+    await _group(kit, "others", {"basic": {}})
+    await kit.start()
+    member = {"schedulingGroup": {"podGroupName": "trainers"}}
+    await kit.pod("t-0", {"gpu": {"resourceClaimName": "shared"}},
+                  nodeSelector={"pg-test": f"a-{kit.suffix}"}, **member)
+    assert await kit.wait_bound("t-0") == a
+    await kit.kube.delete(PODS, "t-0", kit.namespace, grace_period_seconds=0)
+    # The group keeps its claim (reserved for it, on a's only device). Its next pod can only use b:
+    await kit.pod("t-1", {"gpu": {"resourceClaimName": "shared"}},
+                  nodeSelector={"pg-test": f"b-{kit.suffix}"}, **member)
+    await kit.claim("other-0")  # another group's pod that needs a's device
+    await kit.pod("o-0", {"gpu": {"resourceClaimName": "other-0"}},
+                  nodeSelector={"pg-test": f"a-{kit.suffix}"}, schedulingGroup={"podGroupName": "others"})
+    assert await kit.wait_bound("t-1", timeout=60) == b  # before: unschedulable for ever
+    assert await kit.wait_bound("o-0", timeout=60) == a
+    claim = await kit.get(RESOURCE_CLAIMS, "shared") or {}
+    assert claim["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                                               "name": "trainers", "uid": group["metadata"]["uid"]}]
+    assert b in str(claim["status"]["allocation"]["nodeSelector"])
+
+    async def given_back() -> str | None:
+        events = await kit.kube.list(EVENTS, kit.namespace, field_selector="involvedObject.name=t-1")
+        return next((e["message"] for e in events["items"] if e["reason"] == "ClaimDeallocated"), None)
+
+    message = await eventually(given_back, what="the ClaimDeallocated Event")
+    assert message == (f'pod group "{kit.namespace}/trainers" cannot be placed: deallocated ResourceClaim '
+                       f'"{kit.namespace}/shared" so that it can be allocated again')
