@@ -72,7 +72,7 @@ GRANTS: dict[str, list[Grant]] = {
         *[(v, "resource.k8s.io", r, "cluster") for v in ("get", "list", "watch")
           for r in ("resourceslices", "devicetaintrules")],
         ("patch", "resource.k8s.io", "devicetaintrules/status", "cluster"),
-        *[(v, "scheduling.k8s.io", "podgroups", "cluster") for v in ("get", "list", "watch")],
+        *[(v, "scheduling.k8s.io", "podgroups", "cluster") for v in ("get", "list", "watch", "patch")],
         ("patch", "scheduling.k8s.io", "podgroups/status", "cluster"),
         ("get", "", "nodes", "cluster"),
         ("create", "events.k8s.io", "events", "cluster"), ("patch", "events.k8s.io", "events", "cluster"),
@@ -126,6 +126,7 @@ DENIED: dict[str, list[Grant]] = {
         ("create", "", "pods/binding", "cluster"), ("create", "resource.k8s.io", "resourceslices", "cluster"),
         ("get", "", "secrets", "cluster"), ("update", "coordination.k8s.io", "leases", "lease:other"),
         ("create", "", "events", "cluster"), ("patch", "", "events", "cluster"),  # events.k8s.io only
+        ("update", "scheduling.k8s.io", "podgroups", "cluster"),  # the finalizer is patched
     ],
     "structured-allocator": [
         ("delete", "", "pods", "cluster"), ("update", "", "pods", "cluster"),

@@ -1,11 +1,13 @@
-"""Claims shared by a PodGroup (DRAWorkloadResourceClaims, beta in v1.37), end to end with the five
-services: a PodGroup (``scheduling.k8s.io/v1beta1``) lists a template claim; its member pods list the same
-claim → claim-controller makes one claim for the group (owned by the PodGroup, recorded in its status and
-in every member's status) → structured-allocator allocates it once, reserves it for the PodGroup (one
-``reservedFor`` entry for all members, as kube-scheduler's ``BindTo``) and binds every member to the node
-→ kubelet-dra-shim prepares it → all Running. A pod outside the group with the same template gets its
-own claim. The members end: the claim stays reserved for the group (its pods may come back); the
-PodGroup is deleted: the reservation goes, the claim is deallocated and deleted.
+"""Claims shared by a PodGroup (DRAWorkloadResourceClaims, beta in v1.37), end to end with the five services:
+a PodGroup (``scheduling.k8s.io/v1beta1``) lists a template claim; its member pods list the same claim →
+claim-controller makes one claim for the group (owned by the PodGroup, recorded in its status and in every
+member's status) → structured-allocator places the members in one pod-group cycle: the first allocates the
+claim, the others use that pending allocation; it is reserved for the PodGroup (one ``reservedFor`` entry
+for all members, as kube-scheduler's ``BindTo``) and every member is bound to the node → kubelet-dra-shim
+prepares it → all Running. A pod outside the group with the same template gets its own claim. The members
+end: the claim stays reserved for the group (its pods may come back); the PodGroup is deleted: the
+claim-controller lifts its protection finalizer (no pod of it is active), the reservation goes, the claim
+is deallocated and deleted.
 
 Before: the gate was off in the test environment (no PodGroup API); a member got a claim of its own.
 """
@@ -106,13 +108,12 @@ async def test_a_podgroups_claim_is_made_once_reserved_for_the_group_and_shared_
         assert kept["status"].get("allocation")
 
         await kube.delete(POD_GROUPS, GROUP, namespace=ns)
-        # The API server's PodGroupProtection admission gives every PodGroup a finalizer that
-        # kube-controller-manager's podgroup-protection controller lifts once no pod of the group is
-        # active; that controller does not run here (nor in draflow): do its part, the pods are gone.
-        deleting = await kube.get(POD_GROUPS, GROUP, namespace=ns)
-        assert deleting["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
-        await kube.patch(POD_GROUPS, GROUP, {"metadata": {"finalizers": None}}, ns)
-        await flow.wait_claim_gone(shared_name, "the PodGroup's claim deallocated and deleted")
+        # The API server's PodGroupProtection admission gives every PodGroup a finalizer; the
+        # claim-controller lifts it (as kube-controller-manager's podgroup-protection controller) since
+        # no pod of the group is active, then the group's claim goes.
+        await flow.wait_claim_gone(shared_name, "the PodGroup gone, its claim deallocated and deleted")
+        with pytest.raises(NotFound):
+            await kube.get(POD_GROUPS, GROUP, namespace=ns)
     finally:
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)

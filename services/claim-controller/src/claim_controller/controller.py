@@ -41,7 +41,7 @@ from opentelemetry import trace
 from opentelemetry.trace import TracerProvider
 
 from draflow_runtime.bus import EventBus
-from draflow_runtime.dra import extended_claim_name, owning_pod
+from draflow_runtime.dra import extended_claim_name, owning_pod, pod_is_finished
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
@@ -294,6 +294,8 @@ class Controller:
 
     def _on_pod(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         pod = new if new is not None else old
+        if pod is not None and (event == "delete" or pod_is_finished(pod)):
+            self._protected_group_of(pod)
         if pod is None or not self._wanted_pod(pod):
             return
         key = key_of(pod)
@@ -304,6 +306,12 @@ class Controller:
         self._add(POD_PREFIX + key)
         if pod_is_done(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
             self._enqueue_claims_of(pod)
+
+    def _protected_group_of(self, pod: Obj) -> None:
+        """A member pod ended: its PodGroup, if being deleted, may lose its protection finalizer."""
+        group = self.ctx.pod_group_of(pod) if self.pod_groups is not None else None
+        if group is not None and (group.get("metadata") or {}).get("deletionTimestamp"):
+            self._add(POD_GROUP_PREFIX + key_of(group))
 
     def _enqueue_claims_of(self, pod: Obj) -> None:
         namespace = pod["metadata"].get("namespace", "")
@@ -360,7 +368,7 @@ class Controller:
             for claim in self.ctx.claims_owned_by(group["metadata"].get("uid", "")):
                 self._add(f"{CLAIM_PREFIX}{namespace}/{claim['metadata']['name']}")
             return
-        if (group.get("spec") or {}).get("resourceClaims"):
+        if (group.get("spec") or {}).get("resourceClaims") or group["metadata"].get("deletionTimestamp"):
             self._add(POD_GROUP_PREFIX + key)
         for pod in self.ctx.pods_indexed(BY_MEMBER, key):
             self._add(POD_PREFIX + key_of(pod))

@@ -16,7 +16,9 @@ A member pod's claim entry of the same name and source is bound to the group
 instead of generating one, and reserves it for the PodGroup. :mod:`.claims` drops a PodGroup's
 ``reservedFor`` entry when the PodGroup is gone or replaced (then deallocates the claim if nobody is
 left) and deletes a claim generated for a PodGroup that is gone (upstream leaves that to the garbage
-collector, which draflow's test environment does not run; the same as for pods).
+collector, which draflow's test environment does not run; the same as for pods). A PodGroup being
+deleted loses its protection finalizer once none of its pods is active (:mod:`.podgroup_protection`,
+kube-controller-manager's podgroup-protection controller).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from draflow_runtime.tracing import inject_into_annotations
 from . import metrics
 from .context import Context
 from .naming import POD_CLAIM_NAME_ANNOTATION, claim_body
+from .podgroup_protection import release_when_unused
 
 __all__ = [
     "PodGroupClaimError",
@@ -82,7 +85,11 @@ def group_template_keys(pod_group: Mapping[str, Any]) -> Iterable[str]:
 async def sync_pod_group(ctx: Context, namespace: str, name: str) -> Done:
     """Reconcile PodGroup ``namespace/name`` (see module docstring). Idempotent."""
     pod_group = ctx.pod_group(namespace, name)
-    if pod_group is None or (pod_group.get("metadata") or {}).get("deletionTimestamp"):
+    if pod_group is None:
+        return Done()
+    if (pod_group.get("metadata") or {}).get("deletionTimestamp"):
+        with bind(podgroup=f"{namespace}/{name}"):
+            await release_when_unused(ctx, pod_group)  # kube-controller-manager's podgroup-protection
         return Done()
     with bind(podgroup=f"{namespace}/{name}"):
         names: dict[str, str] = {}

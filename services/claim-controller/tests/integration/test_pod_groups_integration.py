@@ -3,7 +3,8 @@ kube-controller-manager v1.37.1 resourceclaim controller cases in our words: a P
 made once, owned by the PodGroup and recorded in its status; a member pod's claim of the same name and
 template records the group's claim (none is generated for the pod), its other claims stay its own; a claim
 made before a failed status write is reused; a member bound without the allocator gets the group's
-allocated claim reserved for the PodGroup; the PodGroup gone, its reservation goes, the claim is
+allocated claim reserved for the PodGroup; the PodGroup deleted, it goes once its pods ended
+(kube-controller-manager's podgroup-protection, done here), then its reservation goes, the claim is
 deallocated and deleted."""
 
 from __future__ import annotations
@@ -99,12 +100,13 @@ async def test_a_bound_member_reserves_the_groups_claim_for_the_group_until_the_
 
     assert await eventually(reserved, what="reserved for the PodGroup") == [group_ref(group)]
 
-    await kit.kube.delete(PODS, "bound", kit.namespace)
-    await kit.kube.delete(POD_GROUPS, "workers", kit.namespace)
-    # No podgroup-protection controller runs here (kube-controller-manager's): lift its finalizer.
-    await kit.kube.patch(POD_GROUPS, "workers", {"metadata": {"finalizers": None}}, kit.namespace)
+    await kit.kube.delete(POD_GROUPS, "workers", kit.namespace)  # its member still runs: protected
+    deleting = await kit.get(POD_GROUPS, "workers") or {}
+    assert deleting["metadata"]["finalizers"] == ["scheduling.k8s.io/podgroup-protection"]
+    await kit.set_phase("bound", "Succeeded")  # the last active member ends: the PodGroup goes
 
     async def gone() -> bool:
-        return await kit.get(RESOURCE_CLAIMS, shared) is None
+        return await kit.get(POD_GROUPS, "workers") is None and await kit.get(RESOURCE_CLAIMS, shared) is None
 
-    await eventually(gone, what="the PodGroup's claim deallocated and deleted")
+    # before: the PodGroup kept its finalizer for ever (nobody lifted it) and so its claim and devices
+    await eventually(gone, what="the PodGroup gone, its claim deallocated and deleted")
