@@ -292,9 +292,8 @@ class Scheduler:
     def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any], *, consumer_uid: str = "",
                      kind: Literal["deallocate", "unreserve"] = "deallocate",
                      why: str = "no node fits") -> None:
-        """Give ``claim`` back in the background (:mod:`.giveback`; one write at a time per claim): its
-        informer event requeues the pod. ``consumer_uid``: the only consumer it may still be reserved
-        for (default: the pod)."""
+        """Give ``claim`` back in the background (:mod:`.giveback`), one write at a time per claim;
+        ``consumer_uid``: the one consumer it may still be reserved for (default: the pod)."""
         uid = claim["metadata"]["uid"]
         if uid in self._deallocating:
             return
