@@ -12,8 +12,10 @@ Over the fake caches of ``test_decision_budget``."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
+import pytest
 from sa_builders import alloc, dev, res
 from test_decision_budget import decider
 from test_decision_pod_groups import GROUP_REF, GroupState, add_claim
@@ -152,3 +154,22 @@ async def test_an_allocated_claim_that_rules_out_a_node_is_reported_unavailable(
     assert isinstance(out, Unschedulable)
     assert [c["metadata"]["name"] for c in out.unavailable] == ["held"]
     assert out.explanation.node_reasons["cannot use the node of an already allocated claim"] == 1
+
+
+async def test_a_cycle_cut_short_holds_nothing() -> None:
+    # the reconcile's timeout cancels the cycle during the second member: the first one's assumption goes
+    state = state_with(2, gang(2))
+    real = decider(state, pod_groups=True)
+
+    class Cancelling:
+        calls = 0
+
+        async def decide(self, pod: dict[str, Any], **kw: Any) -> Any:
+            self.calls += 1
+            if self.calls == 2:
+                raise asyncio.CancelledError
+            return await real.decide(pod, **kw)
+
+    with pytest.raises(asyncio.CancelledError):
+        await run_group_cycle(Cancelling(), state, [member("a"), member("b")], needed=2, scheduled=0)
+    assert not state.assume.allocations() and state.usage.assumed == 0

@@ -116,27 +116,31 @@ async def run_group_cycle(decider: _Decider, state: _State, members: Sequence[Ob
         return CycleResult([], list(members), False, message, cycle)
     tried: list[MemberResult] = []
     placed_now = 0
-    for pod in members:
-        decision = await decider.decide(pod, cancelled=cancelled(pod) if cancelled else None, cycle=cycle)
-        result = MemberResult(pod, decision)
-        if isinstance(decision, Placement):
-            result.plan = plan = plan_of(pod, decision)
-            assume_plan(state, plan)
-            for cp in plan.claims:
-                if cp.allocation is not None:
-                    cycle.allocated(cp.uid, plan.uid)
-            placed_now += 1
-        elif isinstance(decision, Unschedulable):
-            cycle.found_unavailable(decision.unavailable)
-        tried.append(result)
-        remaining -= 1
-        verdict, message = feasibility(needed, scheduled + placed_now, remaining)
-        if verdict == "no":
-            break
-    placed = verdict == "ok" and placed_now > 0
+    placed = False
+    try:
+        for pod in members:
+            decision = await decider.decide(pod, cancelled=cancelled(pod) if cancelled else None, cycle=cycle)
+            result = MemberResult(pod, decision)
+            if isinstance(decision, Placement):
+                result.plan = plan = plan_of(pod, decision)
+                assume_plan(state, plan)
+                for cp in plan.claims:
+                    if cp.allocation is not None:
+                        cycle.allocated(cp.uid, plan.uid)
+                placed_now += 1
+            elif isinstance(decision, Unschedulable):
+                cycle.found_unavailable(decision.unavailable)
+            tried.append(result)
+            remaining -= 1
+            verdict, message = feasibility(needed, scheduled + placed_now, remaining)
+            if verdict == "no":
+                break
+        placed = verdict == "ok" and placed_now > 0
+    finally:  # not placed, or the cycle was cancelled (the reconcile timed out): nothing stays assumed
+        if not placed:
+            for member in reversed(tried):
+                if member.plan is not None:
+                    forget_plan(state, member.plan)
     if not placed:
-        for member in reversed(tried):
-            if member.plan is not None:
-                forget_plan(state, member.plan)
         message = message or "no pod of the group fits"
     return CycleResult(tried, list(members[len(tried):]), placed, "" if placed else message, cycle)
