@@ -58,16 +58,23 @@ def _devices(env: Env, uid: str) -> dict[str, list[str]]:
     return {driver: [d.device_name for d in devices] for driver, devices in entry.drivers.items()}
 
 
-async def test_a_failed_driver_keeps_the_whole_claim_until_every_driver_unprepared_it(
-    env: Env, net: FakeDriver, make_namespace: Any
-) -> None:
-    ns = await make_namespace("shim-partial")
+async def _running_pod_of_both_drivers(env: Env, ns: str) -> tuple[str, dict[str, Any]]:
+    """The shim started, claim ``multi`` (one device of each driver) of pod ``p``, ``p`` Running; returns
+    the claim's UID and the pod."""
     await env.start_shim()
     cls = await device_class(env.kube, DRIVER)
     uid = (await claim(env.kube, ns, "multi", cls))["metadata"]["uid"]
     p = await pod(env.kube, ns, "p", env.node, ["multi"])
     await _allocate(env, ns, "multi", [p])
     await eventually(lambda: _running(env.kube, ns, "p"))
+    return uid, p
+
+
+async def test_a_failed_driver_keeps_the_whole_claim_until_every_driver_unprepared_it(
+    env: Env, net: FakeDriver, make_namespace: Any
+) -> None:
+    ns = await make_namespace("shim-partial")
+    uid, p = await _running_pod_of_both_drivers(env, ns)
     assert _devices(env, uid) == {DRIVER: ["gpu-0"], NET: ["nic-0"]}
 
     net.fail_unprepare["multi"] = "nic-0 is busy"
@@ -88,12 +95,7 @@ async def test_a_claim_being_unprepared_is_prepared_again_through_every_driver(
     env: Env, net: FakeDriver, make_namespace: Any
 ) -> None:
     ns = await make_namespace("shim-partial")
-    await env.start_shim()
-    cls = await device_class(env.kube, DRIVER)
-    uid = (await claim(env.kube, ns, "multi", cls))["metadata"]["uid"]
-    p = await pod(env.kube, ns, "p", env.node, ["multi"])
-    await _allocate(env, ns, "multi", [p])
-    await eventually(lambda: _running(env.kube, ns, "p"))
+    uid, _ = await _running_pod_of_both_drivers(env, ns)
 
     net.fail_unprepare["multi"] = "nic-0 is busy"
     await env.kube.delete(PODS, "p", namespace=ns)  # the simulated kubelet ends it once unprepared
