@@ -19,12 +19,14 @@ created when all of these hold (:meth:`DriverGoneRules.reconcile`, key = the dri
 - no slice of the driver is published by anyone else (one ``LIST`` with ``limit=1``).
 
 Once created, the rule stays while any (node, driver) of the driver is unavailable (a returning node stays
-tainted until the last one returns or is wiped after ``driver_gone_grace``: too broad, never too narrow),
-and is deleted when none is. A slice of the driver published by someone else after the check is tainted
-too until then: the same bound. Pools whose slices were tainted before the rule existed keep that taint
-until their driver returns (removing it while the allocator may not have seen the rule yet would open a
-window). Unavailable pools wait ``driver_gone_coalesce`` seconds before their slices are tainted, so the
-rule can be created first (:meth:`slice_publisher.driverbook.DriverBook.desired`).
+tainted until the last one returns or is wiped after ``driver_gone_grace``: too broad, never too narrow)
+or a slice of the driver is still published for a node of ours without the driver (wiped, or not back
+after a publisher restart: the rule goes only once those deletes are through, so no device is untainted
+meanwhile), and is deleted when neither holds. A slice of the driver published by someone else after the
+check is tainted too until then: the same bound. Pools whose slices were tainted before the rule existed
+keep that taint until their driver returns (removing it while the allocator may not have seen the rule yet
+would open a window). Unavailable pools wait ``driver_gone_coalesce`` seconds before their slices are
+tainted, so the rule can be created first (:meth:`slice_publisher.driverbook.DriverBook.desired`).
 
 Rules are named ``draflow-driver-unavailable-<10 hex of sha256(driver)>`` and labelled as the publisher's;
 a rule left behind by a crashed publisher is reconciled after the start-up clean-up. Turned off when the
@@ -145,11 +147,11 @@ class DriverGoneRules:
             return Done()
         unavailable = [n for (n, d), s in self.book.states.items() if d == driver and s.unavailable]
         present = self.covers(driver)
-        if not unavailable:
-            if present:
+        if present:
+            if not unavailable and not self._slices_without_driver(driver):
                 await self._delete(driver)
             return Done()
-        if present or not await self._all_gone(driver):
+        if not unavailable or not await self._all_gone(driver):
             return Done()
         try:
             await self.kube.create(DEVICE_TAINT_RULES, rule_body(driver), field_manager=self.field_manager)
@@ -165,6 +167,21 @@ class DriverGoneRules:
         log.info("driver gone from every pool, tainted all its devices with one DeviceTaintRule",
                  driver=driver, nodes=len(unavailable), rule=rule_name(driver))
         return Done()
+
+    def _slices_without_driver(self, driver: str) -> bool:
+        """Are slices of ``driver`` still published for one of our nodes whose driver is not back (wiped
+        or not registered since a restart: their deletes may still be on the way)? The rule stays until
+        they are gone (a slice delete queues the driver's key again)."""
+        for sl in self.slices.list():
+            if sl["spec"].get("driver") != driver:
+                continue
+            node = self.book.node_by_label.get(sl["metadata"].get("labels", {}).get(PUBLISHER_NODE_LABEL, ""))
+            if node is None:
+                continue  # another publisher's: alive as far as we know
+            state = self.book.states.get((node, driver))
+            if state is None or state.unavailable:
+                return True
+        return False
 
     async def _all_gone(self, driver: str) -> bool:
         """Every published slice of ``driver`` belongs to a (node, driver) of ours whose driver is gone

@@ -215,6 +215,8 @@ class Publisher:
         obj = new or old
         if obj is None:
             return
+        if new is None and self.rules.covers(obj["spec"]["driver"]):
+            self.rule_queue.add(obj["spec"]["driver"])  # its rule may go once these slices are gone
         name = obj["metadata"]["name"]
         if new is not None and self._echoes.get(name) == new["metadata"]["resourceVersion"]:
             # The echo of this process's own write: the pool is as its last sync left it, and anything

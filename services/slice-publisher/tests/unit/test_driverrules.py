@@ -7,7 +7,8 @@ from typing import Any
 
 from draflow_runtime.devicetaints import rule_selects
 from slice_publisher.driverbook import DriverBook, PoolKey
-from slice_publisher.driverrules import rule_body, rule_name
+from slice_publisher.driverrules import DriverGoneRules, rule_body, rule_name
+from slice_publisher.naming import PUBLISHER_NODE_LABEL, node_label_value
 from slice_publisher.settings import PublisherSettings
 from slice_publisher.splitter import DesiredPool
 from slice_publisher.taints import DRIVER_UNAVAILABLE_KEY, EFFECT
@@ -101,3 +102,67 @@ async def test_rules_off_taints_the_slices_at_once() -> None:
     b.book.on_unavailable("node-0", DRIVER, "stream broke")
     assert b.now == [("node-0", DRIVER, "node-0")] and b.later == [] and b.rule_keys == []
     assert b.taints("node-0") == [{"key": DRIVER_UNAVAILABLE_KEY, "effect": EFFECT}] * 2
+
+
+class FakeKube:
+    """The API at the client seam: records rule writes; no foreign slices."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    async def create(self, res: Any, body: dict, field_manager: str | None = None) -> dict:
+        self.calls.append(("create", body["metadata"]["name"]))
+        return body
+
+    async def delete(self, res: Any, name: str) -> None:
+        self.calls.append(("delete", name))
+
+    async def list(self, res: Any, **kwargs: Any) -> dict:
+        return {"items": []}
+
+
+class Slices:
+    def __init__(self, nodes: list[str]) -> None:
+        self.items = [{"metadata": {"name": f"{n}-s", "labels": {PUBLISHER_NODE_LABEL: node_label_value(n)}},
+                       "spec": {"driver": DRIVER, "pool": {"name": n}}} for n in nodes]
+
+    def list(self) -> list[dict]:
+        return self.items
+
+
+async def test_the_rule_goes_only_once_the_slices_of_wiped_nodes_are_deleted() -> None:
+    b = Book(coalesce=60.0)
+    b.book.startup_done = True
+    slices = Slices(["node-0", "node-1"])
+    kube = FakeKube()
+    rules = DriverGoneRules(kube, b.book, slices, min_pools=2, field_manager="test")  # type: ignore[arg-type]
+    for node in ("node-0", "node-1"):
+        b.start(node)
+        b.book.on_unavailable(node, DRIVER, "stream broke")
+    await rules.reconcile(DRIVER)
+    assert kube.calls == [("create", rule_name(DRIVER))] and rules.covers(DRIVER)
+
+    b.book.states.clear()  # both wiped after the grace: their slices' deletes are on the way
+    await rules.reconcile(DRIVER)
+    assert kube.calls == [("create", rule_name(DRIVER))], "untainted while the slices are still there"
+    slices.items.clear()  # deleted (the informer's delete events queue the driver's key)
+    await rules.reconcile(DRIVER)
+    assert kube.calls[-1] == ("delete", rule_name(DRIVER)) and not rules.covers(DRIVER)
+
+
+async def test_no_rule_while_a_published_pool_of_the_driver_is_alive() -> None:
+    b = Book(coalesce=60.0)
+    b.book.startup_done = True
+    kube = FakeKube()
+    rules = DriverGoneRules(kube, b.book, Slices(["node-0", "node-1"]), min_pools=1,  # type: ignore[arg-type]
+                            field_manager="test", sockets=lambda d: {"node-1": ["/s"]},
+                            listening=lambda p: True)
+    for node in ("node-0", "node-1"):
+        b.start(node)
+    b.book.on_unavailable("node-0", DRIVER, "stream broke")
+    await rules.reconcile(DRIVER)
+    assert kube.calls == [] and not rules.covers(DRIVER)
+    # node-1's stream has not broken yet, but nobody listens on its socket: gone too.
+    rules.listening = lambda p: False
+    await rules.reconcile(DRIVER)
+    assert kube.calls == [("create", rule_name(DRIVER))]
