@@ -52,11 +52,11 @@ from slice_publisher.metrics import SLICES_CREATED, SLICES_DELETED, SLICES_UPDAT
 from slice_publisher.naming import (
     MANAGED_BY_LABEL,
     MANAGED_BY_VALUE,
-    POOL_HASH_LABEL,
     PUBLISHER_NODE_LABEL,
     node_label_value,
     node_owner_reference,
     pool_hash,
+    pool_hash_of,
 )
 from slice_publisher.pool_sync import ApplyResult, Plan, apply_plan, plan_pool
 from slice_publisher.settings import PublisherSettings
@@ -355,7 +355,7 @@ class Publisher:
 
 
 def _pool_hash_of(obj: Mapping[str, Any]) -> list[str]:
-    return [obj["metadata"]["labels"][POOL_HASH_LABEL]]
+    return [pool_hash_of(obj)]
 
 
 def stamp_sync_span(plan: Plan) -> None:

@@ -60,6 +60,19 @@ def parse_slice_index(name: str, driver: str, pool: str, owner_node: str) -> int
     return int(rest, 16)
 
 
+_NAME_TAIL_RE = re.compile(rf"-([0-9a-f]{{{HASH_LEN}}})-(?:0|[1-9a-f][0-9a-f]*)$")
+
+
+def pool_hash_of(obj: Mapping[str, Any]) -> str:
+    """The pool hash of a published slice: the one in its name (:func:`slice_name`; a name cannot
+    change), else its ``draflow.dev/pool-hash`` label. A label is anyone's to edit: a ``kubectl label``
+    that removed or changed it must not make the pool's slice look like nobody's (every sync would try
+    to create it again under its name). Raises ``KeyError`` for a slice with neither."""
+    meta = obj["metadata"]
+    m = _NAME_TAIL_RE.search(str(meta.get("name", "")))
+    return m.group(1) if m else str((meta.get("labels") or {})[POOL_HASH_LABEL])
+
+
 def publisher_labels(pool: DesiredPool) -> dict[str, str]:
     return {
         MANAGED_BY_LABEL: MANAGED_BY_VALUE,
