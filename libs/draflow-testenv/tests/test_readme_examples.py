@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from draflow_runtime.claimtrace import ROOT_SPAN
 from draflow_testenv.binaries import repo_root
 
 SOURCE_LINE = "source .draflow/env.sh"
@@ -138,11 +139,11 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
             exceptions = readme_trace_exceptions()
             expected = {c["metadata"]["name"]: exceptions.get(demo_name(c)) for c in claims}
             assert {n for n, e in expected.items() if e} == {"too-big", extended_claim_name(claims)}
-            seen: dict[str, tuple[set[str], int]] = {}  # claim -> (services, roots)
+            seen: dict[str, tuple[set[str], list[str]]] = {}  # claim -> (services, roots as "service op")
 
             def wrong() -> dict[str, Any]:
                 return {n: (sorted(services), roots) for n, (services, roots) in seen.items()
-                        if roots != 1 or (services != expected[n] if expected[n] else len(services) < 4)}
+                        if trace_wrong(services, roots, expected[n])}
 
             async def every_claim_traced() -> bool:
                 for c in claims:
@@ -152,7 +153,7 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
                     except LookupError as exc:  # no trace annotation: counted as no services
                         out = str(exc)
                     doc = await fetch_trace(env.jaeger_query_url, trace_id_of(c)) or {}
-                    seen[name] = (printed_services(out), len(build_tree(doc)))
+                    seen[name] = (printed_services(out), [f"{r.service} {r.name}" for r in build_tree(doc)])
                 return not wrong()
 
             with contextlib.suppress(AssertionError):  # the assertion below names the claims
@@ -177,6 +178,33 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
                                 "reference-driver"}
         finally:
             await kube.close()
+
+
+def trace_wrong(services: set[str], roots: list[str], want: set[str] | None) -> bool:
+    """A demo claim's trace breaks the README's rule: not one root ("service operation"), or fewer than
+    four services, or for a claim the README names (``want``) not exactly those. A user's claim the
+    allocator saw first (its root the allocator's ``claim.seen``) has no claim-controller span: one fewer."""
+    if len(roots) != 1:
+        return True
+    fewer = roots[0] == f"structured-allocator {ROOT_SPAN}"
+    if want is not None:
+        return services != want - ({"claim-controller"} if fewer else set())
+    return len(services) < (3 if fewer else 4)
+
+
+def test_a_demo_trace_needs_one_root_and_four_services_or_exactly_the_readme_s() -> None:
+    four = {"claim-controller", "structured-allocator", "kubelet-dra-shim", "reference-driver"}
+    by_cc, by_sa = ["claim-controller claim.seen"], ["structured-allocator claim.seen"]
+    assert not trace_wrong(four, ["claim-controller claim.create"], None)
+    assert trace_wrong(four - {"reference-driver"}, by_cc, None)
+    assert trace_wrong(four, [*by_cc, "kubelet-dra-shim prepare pod"], None)  # two roots
+    assert not trace_wrong(four - {"claim-controller"}, by_sa, None)  # the allocator was first
+    assert trace_wrong(four - {"claim-controller"}, ["structured-allocator claim.create"], None)
+    pending = {"claim-controller", "structured-allocator"}
+    assert not trace_wrong(pending, by_cc, pending)
+    assert trace_wrong(pending | {"kubelet-dra-shim"}, by_cc, pending)  # exactly, not at least
+    assert not trace_wrong({"structured-allocator"}, by_sa, pending)
+    assert trace_wrong({"structured-allocator"}, by_cc, pending)
 
 
 def printed_services(out: str) -> set[str]:

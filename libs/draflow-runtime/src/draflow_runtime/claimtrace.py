@@ -19,7 +19,7 @@ first, runs :func:`ensure_claim_trace`. Both may run it at the same moment; only
    written meanwhile) re-reads as well and tries again.
 
 The caller's spans made before the root existed (the allocator decides before it writes) are not lost:
-the caller links them from its first span in the claim's trace (``links`` of :class:`ClaimTrace`).
+the caller links them from its first span in the claim's trace, or from the root (``links``).
 
 Idempotent: a claim with an annotation is never written; with tracing off (no valid span context)
 nothing is written either. An ambiguous failure (time-out: the write may
@@ -29,7 +29,7 @@ whatever the claim carries.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,12 +77,13 @@ def has_trace(claim: Obj) -> bool:
 
 
 async def ensure_claim_trace(kube: KubeClient, tracer: trace.Tracer, claim: Obj, *, field_manager: str,
-                             service: str) -> ClaimTrace:
+                             service: str, links: Sequence[trace.Link] = ()) -> ClaimTrace:
     """The claim's trace context, writing its root first if it has none (see the module docstring).
 
     ``claim``: the caller's copy (a cache's: never modified). ``service``: who saw it first (span
-    attribute ``draflow.first_seen_by``). Raises ``NotFound`` (claim gone or replaced),
-    :class:`TraceRootRace`, or any other ``ApiError``/``TransportError`` of the write.
+    attribute ``draflow.first_seen_by``). ``links``: spans of the caller's made before the root (on the
+    root, if this call writes it). Raises ``NotFound`` (claim gone or replaced), :class:`TraceRootRace`,
+    or any other ``ApiError``/``TransportError`` of the write.
     """
     current: dict[str, Any] = dict(claim)
     meta = current["metadata"]
@@ -95,7 +96,7 @@ async def ensure_claim_trace(kube: KubeClient, tracer: trace.Tracer, claim: Obj,
         ctx = context_from_annotations(current["metadata"].get("annotations"))
         if ctx is not None:
             return ClaimTrace(ctx, current, rooted=False)
-        span = tracer.start_span(ROOT_SPAN, context=Context(), attributes={
+        span = tracer.start_span(ROOT_SPAN, context=Context(), links=links, attributes={
             "k8s.namespace.name": namespace, "k8s.resourceclaim.name": name,
             "k8s.resourceclaim.uid": uid, "draflow.first_seen_by": service,
         })

@@ -7,6 +7,10 @@
   ``DRAFLOW_EVENTS`` stream, the claim's trace context in the headers): ``allocated`` (pod, node, the
   allocation's devices), ``reserved`` (a pod added to an already-allocated claim's ``reservedFor``) and
   ``allocation_failed`` (reason ``Unschedulable``, message = the explanation).
+* A user's claim that fits nowhere and has no trace yet (the claim-controller has not seen it: down, slow
+  or watching other namespaces) gets its root ``claim.seen`` here, linked to the attempt's span for it:
+  no write pipeline will root it (:func:`draflow_runtime.claimtrace.ensure_claim_trace`; the
+  claim-controller may win, then its root is adopted). Its ``allocation_failed`` event continues it.
 """
 
 from __future__ import annotations
@@ -15,10 +19,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import trace
 from opentelemetry.context import Context
 
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
+from draflow_runtime.claimtrace import TraceRootRace, ensure_claim_trace, has_trace
 from draflow_runtime.dra import allocation_results
 from draflow_runtime.errors import ApiError, NotFound, TransportError
 from draflow_runtime.events import EventRecorder
@@ -31,10 +37,15 @@ __all__ = ["Reporter"]
 log = get_logger(__name__)
 
 
+COMPONENT = "structured-allocator"
+
+
 class Reporter:
     def __init__(self, kube: KubeClient, recorder: EventRecorder, field_manager: str,
-                 bus: EventBus | None) -> None:
+                 bus: EventBus | None, tracer: trace.Tracer | None = None) -> None:
+        """``tracer``: the one of the claims' roots (None: an unplaceable claim is never rooted here)."""
         self.kube = kube
+        self.tracer = tracer
         self.recorder = recorder
         self.field_manager = field_manager
         self.bus = bus if bus is not None and bus.enabled else None
@@ -69,12 +80,33 @@ class Reporter:
         await self.recorder.event(dict(pod), "Warning", "FailedScheduling", message,
                                   action="Scheduling")
         for i, claim in enumerate(claims):
-            token = attach(contexts[i]) if i < len(contexts) else None
+            token = attach(await self._claim_trace(claim, contexts[i] if i < len(contexts) else None))
             try:
                 await self._publish("allocation_failed", claim, pod=dict(pod), node="",
                                     reason="Unschedulable", message=message)
             finally:
                 detach(token)
+
+    async def _claim_trace(self, claim: Mapping[str, Any], decided: Context | None) -> Context | None:
+        """The claim's trace context for its event: its own; for a claim without a trace, the root this
+        writes (linked to ``decided``, the attempt's span for the claim: see the module docstring);
+        ``decided`` itself when there is nothing to root (a claim being deleted, the extended resource
+        claim not created yet) or the root write failed (logged)."""
+        meta = claim.get("metadata") or {}
+        if self.tracer is None or has_trace(claim) or not meta.get("uid") or meta.get("deletionTimestamp"):
+            return decided
+        span = trace.get_current_span(decided).get_span_context() if decided is not None else None
+        try:
+            joined = await ensure_claim_trace(
+                self.kube, self.tracer, claim, field_manager=self.field_manager, service=COMPONENT,
+                links=[trace.Link(span)] if span is not None and span.is_valid else [])
+        except NotFound:
+            return decided
+        except (ApiError, TransportError, TraceRootRace) as err:
+            log.warning("claim trace root not written", claim=f"{meta.get('namespace')}/{meta.get('name')}",
+                        error=str(err))
+            return decided
+        return joined.context
 
     async def allocated(self, claim: Mapping[str, Any], allocation: Mapping[str, Any] | None,
                         pod: Mapping[str, Any], node: str) -> None:

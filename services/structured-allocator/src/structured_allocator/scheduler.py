@@ -113,7 +113,8 @@ class Scheduler:
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
                                      poll_interval=settings.binding_poll_interval)
         self._deallocating: set[str] = set()  # claim uids PostFilter is deallocating
-        self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, bus)
+        self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, bus,
+                                 self.tracer)
         self.explanations = explanations if explanations is not None else ExplanationStore(
             settings.explanations_kept)
         self.queue = WorkQueue(name="pods", base_delay=settings.write_retry_base, max_delay=30.0,

@@ -77,3 +77,39 @@ def pool_links(span: ReadableSpan) -> list[tuple[str, str, Any]]:
     return [(format(link.context.trace_id, "032x"), format(link.context.span_id, "016x"),
              link.attributes["draflow.pool"]) for link in span.links
             if link.attributes and "draflow.pool" in link.attributes]
+
+
+async def test_the_allocator_roots_a_user_claim_that_fits_nowhere_and_links_its_failed_attempt(
+        kit: Kit) -> None:
+    node = await kit.node("n")
+    await kit.slice(node, 2)
+    await kit.device_class_()
+    await kit.claim("too-big", count=3)  # two devices in all; no claim-controller here to root it
+    tp, exporter = provider()
+    await kit.start(tracer_provider=tp)
+    await kit.pod("p", {"gpu": {"resourceClaimName": "too-big"}})
+    await kit.wait_condition("p")
+
+    async def traceparent() -> str | None:
+        claim = await kit.kube.get(RESOURCE_CLAIMS, "too-big", kit.namespace)
+        return (claim["metadata"].get("annotations") or {}).get(TRACEPARENT_ANNOTATION)
+
+    _, trace_id, span_id, _ = (await eventually(traceparent, what="the claim's trace root")).split("-")
+
+    def in_trace() -> list[ReadableSpan] | None:
+        spans = exporter.get_finished_spans()
+        attempts = [s for s in named(spans, "allocate claim")
+                    if format(s.context.trace_id, "032x") == trace_id]
+        return list(spans) if named(spans, ROOT_SPAN) and attempts else None
+
+    spans = await eventually(in_trace, what="the root and an attempt in the claim's trace")
+    (root,) = named(spans, ROOT_SPAN)
+    assert format(root.context.trace_id, "032x") == trace_id
+    assert format(root.context.span_id, "016x") == span_id
+    assert root.attributes is not None and root.attributes["draflow.first_seen_by"] == "structured-allocator"
+    # The attempt that found no room was made before the root (in the pod's attempt trace): the root
+    # links it. Every attempt failed, with the reason.
+    attempts = {(s.context.trace_id, s.context.span_id): s for s in named(spans, "allocate claim")}
+    (first,) = [attempts[(link.context.trace_id, link.context.span_id)] for link in root.links]
+    assert format(first.context.trace_id, "032x") != trace_id
+    assert all(not s.status.is_ok and s.status.description for s in attempts.values())
