@@ -18,11 +18,19 @@ import pytest
 from cc_kit import DRIVER, Kit, eventually, http_get, metric, pod, template
 from test_taint_eviction_integration import TAINT, cluster_object, eviction_events, running_on, terminating
 
+from claim_controller.context import Hooks
 from claim_controller.leasecheck import ROLE, LeaseAccessDenied, check_lease_access
 from claim_controller.naming import POD_CLAIM_NAME_ANNOTATION
 from claim_controller.settings import Settings
 from claim_controller.sharding import pod_shard_key
-from draflow_runtime.kube import LEASES, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, RESOURCE_SLICES
+from draflow_runtime.kube import (
+    LEASES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIM_TEMPLATES,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+)
 from draflow_runtime.shards import shard_of
 from draflow_testenv.environment import Environment
 from draflow_testenv.servers import free_port
@@ -214,3 +222,80 @@ async def test_a_shard_count_beyond_the_rbac_stops_at_start_up_naming_the_role(
     assert proc.returncode != 0
     log = proc.log_path.read_text()
     assert "claim-controller-shard-7" in log and ROLE in log
+
+
+async def test_a_podgroup_claim_the_previous_holder_just_created_is_found_not_made_again(kit: Kit) -> None:
+    """The same for a PodGroup's claim (DRAWorkloadResourceClaims): the replica that died created the
+    group's claim but did not record it in the PodGroup status; the new holder's claim informer has not
+    shown it. Taking the group's shard over finds it (live list, owner UID of the PodGroup), records it
+    in the group's and the member's status and makes no second one."""
+    await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
+    controller = await kit.start_controller(shards=SHARDS)
+    group = await kit.create(POD_GROUPS, {
+        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "crew"},
+        "spec": {"schedulingPolicy": {"basic": {}},
+                 "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]}})
+    body = pod("crew-0", {"gpu": {"resourceClaimTemplateName": "t"}})
+    body["spec"]["schedulingGroup"] = {"podGroupName": "crew"}
+    await kit.create(PODS, body)
+    groups = controller.pod_groups
+    assert groups is not None
+    await eventually(lambda: groups.get(f"{kit.namespace}/crew") is not None, what="group cached")
+    await controller.claims.stop()  # this replica's view of claims lags from here on
+    orphan = await kit.create(RESOURCE_CLAIMS, {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"generateName": "crew-gpu-", "annotations": {POD_CLAIM_NAME_ANNOTATION: "gpu"},
+                     "ownerReferences": [{"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                                          "name": "crew", "uid": group["metadata"]["uid"],
+                                          "controller": True}]},
+        "spec": template("t")["spec"]["spec"],
+    })
+    name = orphan["metadata"]["name"]
+    for shard in sorted({shard_of(pod_shard_key(kit.namespace, n), SHARDS) for n in ("crew", "crew-0")}):
+        await controller.shard_acquired(shard)
+
+    async def recorded(res: Any, obj: str) -> str | None:
+        statuses = ((await kit.get(res, obj)) or {}).get("status", {}).get("resourceClaimStatuses")
+        return statuses[0].get("resourceClaimName") if statuses else None
+    assert await eventually(lambda: recorded(POD_GROUPS, "crew"), what="group claim recorded") == name
+    assert await eventually(lambda: recorded(PODS, "crew-0"), what="member claim recorded") == name
+    owned = [c["metadata"]["name"] for c in await kit.claims()
+             if any(r["uid"] == group["metadata"]["uid"] for r in c["metadata"].get("ownerReferences") or ())]
+    assert owned == [name]
+
+
+async def test_a_shard_lost_between_creating_a_claim_and_recording_it_leaves_one_claim(kit: Kit) -> None:
+    """The Lease of a shard runs out mid-reconcile: replica A has created a pod's claim and is about to
+    write the pod status (the test seam blocks it there) when it loses the shard. Giving the shard up
+    cancels that reconcile and waits for it; replica B takes the shard and records A's claim — one claim,
+    recorded once, and A, let go afterwards, writes nothing more."""
+    await kit.create(RESOURCE_CLAIM_TEMPLATES, template("t"))
+    created, release = asyncio.Event(), asyncio.Event()
+
+    async def stall(pod_obj: dict[str, Any], claim: dict[str, Any]) -> None:
+        created.set()
+        await release.wait()
+
+    a = await kit.start_controller(shards=SHARDS, hooks=Hooks(after_claim_create=stall))
+    b = await kit.start_controller(shards=SHARDS)
+    shard = shard_of(pod_shard_key(kit.namespace, "app"), SHARDS)
+    await a.shard_acquired(shard)
+    await kit.create(PODS, pod("app", {"gpu": {"resourceClaimTemplateName": "t"}}))
+    await eventually(created.is_set, what="A created the claim and stalls before the pod status")
+
+    await asyncio.wait_for(a.shard_lost(shard), 30)  # cancels the stalled reconcile, waits for it
+    assert shard not in a.held
+    await b.shard_acquired(shard)
+
+    async def recorded() -> str | None:
+        statuses = ((await kit.get(PODS, "app")) or {}).get("status", {}).get("resourceClaimStatuses")
+        return statuses[0]["resourceClaimName"] if statuses else None
+    name = await eventually(recorded, what="B recorded the claim")
+    release.set()
+    uid = ((await kit.get(PODS, "app")) or {})["metadata"]["uid"]
+
+    async def one_claim() -> bool:
+        owned = [c["metadata"]["name"] for c in await kit.claims()
+                 if any(r["uid"] == uid for r in c["metadata"].get("ownerReferences") or ())]
+        return owned == [name]
+    await consistently(one_claim, 2.0, "one claim for the pod, the one recorded")
