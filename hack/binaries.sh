@@ -4,7 +4,8 @@
 # and kubelet-checkpoint, draflow's own small Go command around the kubelet's DRA checkpoint code
 # (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources);
 # go-dra-driver, a third-party DRA driver on upstream's kubeletplugin helper (hack/go-dra-driver, the same
-# kind of version), which the tests run against draflow's node side;
+# kind of version), which the tests run against draflow's node side; go-api-check (hack/go-api-check), a Go
+# client's strict decoding and upstream's validation of the objects draflow writes;
 # and, for a real node (`hack/binaries.sh ensure-node`, NODE_SET below, at the lowest CPU priority):
 # kubelet, kube-scheduler, kube-controller-manager, kubectl (draflow is installed with `kubectl apply -k`),
 # containerd (containerd-shim-runc-v2 and ctr beside it),
@@ -44,7 +45,7 @@ version_of() {
     cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
     tilt) echo "$TILT_VERSION" ;;
     kubelet-checkpoint) echo "$KUBERNETES_VERSION-$(cat "$here"/kubelet-checkpoint/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" ;;
-    go-dra-driver) echo "$KUBERNETES_VERSION-$(go_module_hash "$here/go-dra-driver")" ;;
+    go-dra-driver | go-api-check) echo "$KUBERNETES_VERSION-$(go_module_hash "$here/$1")" ;;
     *) log "unknown binary: $1"; exit 2 ;;
   esac
 }
@@ -169,21 +170,23 @@ build_kubelet_checkpoint() {
   mv "$out.tmp" "$out"
 }
 
-# hack/go-dra-driver is a module of this repository (go.mod, go.sum checked in) requiring
-# k8s.io/dynamic-resource-allocation and client-go at KUBERNETES_STAGING_VERSION.
-build_go_dra_driver() {
-  local go out src="$here/go-dra-driver" work
+# hack/go-dra-driver and hack/go-api-check are modules of this repository (go.mod, go.sum checked in):
+# a third-party DRA driver on upstream's kubeletplugin helper, and a Go client that strictly decodes and
+# validates (k8s.io/kubernetes' validation code) the objects draflow writes. NEED: a line their go.mod must
+# have, so that a version bump in hack/versions.env is not silently ignored.
+build_hack_module() { # name need
+  local name=$1 need=$2 go out src="$here/$1" work
   go=$(go_cmd)
-  out=$(bin_path go-dra-driver)
-  work="$CACHE/build/go-dra-driver"
-  if ! grep -q "k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION\$" "$src/go.mod"; then
-    log "go-dra-driver: $src/go.mod does not require k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION"
+  out=$(bin_path "$name")
+  work="$CACHE/build/$name"
+  if ! grep -q "$need" "$src/go.mod"; then
+    log "$name: $src/go.mod has no line matching '$need' (hack/versions.env)"
     return 1
   fi
   mkdir -p "$work" "$(dirname "$out")"
-  log "go-dra-driver: compiling (log: $work/build.log)"
+  log "$name: compiling (log: $work/build.log)"
   if ! (cd "$src" && "$go" build -trimpath -ldflags "-s -w" -o "$out.tmp" . >"$work/build.log" 2>&1); then
-    log "go-dra-driver: build FAILED; last lines of $work/build.log:"
+    log "$name: build FAILED; last lines of $work/build.log:"
     tail -25 "$work/build.log" >&2
     return 1
   fi
@@ -241,7 +244,8 @@ build_one() {
     jaeger) NOSUMDB=1 consumer_build jaeger github.com/jaegertracing/jaeger "$JAEGER_VERSION" github.com/jaegertracing/jaeger/cmd/jaeger "-s -w" \
       "github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0" ;;
     kubelet-checkpoint) build_kubelet_checkpoint ;;
-    go-dra-driver) build_go_dra_driver ;;
+    go-dra-driver) build_hack_module go-dra-driver "k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION\$" ;;
+    go-api-check) build_hack_module go-api-check "k8s.io/kubernetes $KUBERNETES_VERSION\$" ;;
     pause) build_pause ;;
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
     # promtool checks and unit-tests the alert rules of deploy/kustomize/components/monitoring. remove_all_sd
@@ -264,7 +268,7 @@ build_one() {
   flock -u "$lock_fd"
 }
 
-DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint go-dra-driver promtool)
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint go-dra-driver go-api-check promtool)
 # What a real node needs (draflow_testenv's ClusterEnvironment, `make e2e`): built at the lowest CPU priority.
 NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager kubectl containerd cni-plugins)
 

@@ -81,8 +81,16 @@ func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	return result, nil
 }
 
+// FailPrepareAnnotation on a claim makes its prepare fail with the annotation's value as the message (for
+// tests of the error path: a per-claim error in the NodePrepareResources response).
+const FailPrepareAnnotation = "go-dra.draflow.example/fail-prepare"
+
 func (d *driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
 	logger := klog.FromContext(ctx).WithValues("claim", klog.KObj(claim), "uid", claim.UID)
+	if msg, ok := claim.Annotations[FailPrepareAnnotation]; ok {
+		d.journal.write(entry{Op: "prepare-failed", Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID), Error: msg})
+		return kubeletplugin.PrepareResult{Err: errors.New(msg)}
+	}
 	if claim.Status.Allocation == nil {
 		return kubeletplugin.PrepareResult{Err: fmt.Errorf("claim %s/%s is not allocated", claim.Namespace, claim.Name)}
 	}

@@ -13,6 +13,8 @@ each unprepare.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import shutil
 import tempfile
@@ -22,13 +24,23 @@ from typing import Any
 
 import pytest
 
-from draflow_runtime.kube import PODS, RESOURCE_SLICES, KubeClient
+from draflow_runtime.errors import NotFound
+from draflow_runtime.kube import (
+    DEVICE_TAINT_RULES,
+    EVENTS,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_POOL_STATUS_REQUESTS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
 from draflow_testenv.binaries import ensure_binary
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
 
 pytestmark = pytest.mark.integration
 
 CDI_ANNOTATION = "draflow.dev/cdi-devices"
+FAIL_PREPARE = "go-dra.draflow.example/fail-prepare"  # the Go driver fails the claim's prepare with this
 
 
 def journal(path: Path, op: str) -> list[dict[str, Any]]:
@@ -50,6 +62,28 @@ async def start_driver(run_service: Callable[..., Awaitable[Any]], fleet: Path, 
     ], name=f"go-dra-driver-{node}")
 
 
+async def go_api_check(testenv: Any, flow: ServiceFlow) -> dict[str, Any]:
+    """hack/go-api-check over what the flow wrote: a Go client's strict decoding and upstream's validation
+    of the namespace's claims, pods and Events, the nodes' Leases and slices, the flow's DeviceTaintRules
+    and ResourcePoolStatusRequests (``--name-prefix``)."""
+    binary = await ensure_binary("go-api-check")
+    argv = [str(binary), "--kubeconfig", str(testenv.kubeconfig), "--namespace", flow.ns,
+            "--lease-namespace", "kube-node-lease", "--name-prefix", flow.prefix,
+            "--feature-gates", ",".join(f"{g}=true" for g in testenv.feature_gates)]
+    for node in flow.nodes:
+        argv += ["--node", node]
+    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
+                                                stderr=asyncio.subprocess.PIPE)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    report: dict[str, Any] = json.loads(out)
+    return report
+
+
+async def status_of(kube: KubeClient, resource: Any, name: str) -> Any:
+    return (await kube.get(resource, name)).get("status")
+
+
 @pytest.mark.timeout(600)
 async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through_the_shim(
     testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
@@ -60,6 +94,7 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
     (node,) = flow.nodes
     fleet = Path(tempfile.mkdtemp(prefix="dgd-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
     log = fleet / node / "go-driver.jsonl"
+    rule, pools = f"{flow.prefix}rule", f"{flow.prefix}pools"
     try:
         await flow.start(run_service, fleet, reference_driver=False)
         driver = await start_driver(run_service, fleet, node)
@@ -100,6 +135,51 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
 
         await flow.until(healthy, "the Go driver's device health in the pod status")
 
+        # The Go driver's per-claim prepare error reaches the user as an Event on the pod (the shim's), and
+        # a claim nothing can satisfy gets the allocator's FailedScheduling Event; once the driver stops
+        # failing the claim, its pod runs.
+        await flow.create_claim("failing")
+        fail = {"metadata": {"annotations": {FAIL_PREPARE: "gpu on fire"}}}
+        await kube.patch(RESOURCE_CLAIMS, "failing", fail, namespace=ns)
+        await flow.create_pod("go-fail", claim="failing")
+        await kube.create(RESOURCE_CLAIMS, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": "too-many"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": flow.device_class, "allocationMode": "ExactCount", "count": 5}}]}},
+        }, namespace=ns)
+        await flow.create_pod("go-big", claim="too-many")
+
+        async def warned() -> bool:
+            events = (await kube.list(EVENTS, namespace=ns))["items"]
+            seen = {(e["involvedObject"]["name"], e["reason"]) for e in events if e["type"] == "Warning"}
+            prepare = [e for e in events if e["involvedObject"]["name"] == "go-fail"]
+            return {("go-fail", "FailedPrepareDynamicResources"), ("go-big", "FailedScheduling")} <= seen \
+                and any("gpu on fire" in e["message"] for e in prepare)
+
+        await flow.until(warned, "the Warning Events of a failed prepare and of an unschedulable pod")
+        assert [e["name"] for e in journal(log, "prepare-failed")][:1] == ["failing"]
+
+        # A Go client reads what draflow wrote: strict decoding and upstream's validation find nothing.
+        await kube.create(DEVICE_TAINT_RULES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": rule},
+            "spec": {"deviceSelector": {"driver": DRIVER, "pool": node, "device": "gpu-3"},
+                     "taint": {"key": "example.com/check", "value": "go", "effect": "None"}}})
+        await kube.create(RESOURCE_POOL_STATUS_REQUESTS, {
+            "apiVersion": "resource.k8s.io/v1alpha3", "kind": "ResourcePoolStatusRequest",
+            "metadata": {"name": pools}, "spec": {"driver": DRIVER, "poolName": node}})
+        await flow.until(lambda: status_of(kube, DEVICE_TAINT_RULES, rule), "the rule's status")
+        await flow.until(lambda: status_of(kube, RESOURCE_POOL_STATUS_REQUESTS, pools), "the answer")
+        report = await go_api_check(testenv, flow)
+        assert report["problems"] == [], report["problems"]
+        assert report["unserved"] == [], report
+        for kind in ("ResourceClaim", "Pod", "Event", "Lease", "ResourceSlice", "DeviceTaintRule",
+                     "ResourcePoolStatusRequest"):
+            assert report["checked"].get(kind), report["checked"]
+
+        await kube.patch(RESOURCE_CLAIMS, "failing", {"metadata": {"annotations": {FAIL_PREPARE: None}}},
+                         namespace=ns)
+        await flow.wait_running("go-fail")
+
         # Deleting the pod unprepares the claim in the driver, then it is deallocated and deleted.
         await kube.delete(PODS, "go-0", namespace=ns)
         await flow.wait_claim_gone(claim["metadata"]["name"], "the generated claim deleted")
@@ -126,3 +206,6 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)
         await flow.clean_up()
+        for resource, name in ((DEVICE_TAINT_RULES, rule), (RESOURCE_POOL_STATUS_REQUESTS, pools)):
+            with contextlib.suppress(NotFound):
+                await kube.delete(resource, name)
