@@ -197,3 +197,23 @@ async def test_prepare_uses_the_claim_the_caller_passed_instead_of_reading_it(dr
         ("gpu-3", [f"{DRIVER}/gpu={uid}-gpu-3"])]
     assert cdi_file(driver, uid).exists()
     assert uid in checkpoint.load(driver.node.state.checkpoint_path, driver.node_name).prepared_claims
+
+
+async def test_a_batch_passing_many_claims_stays_under_the_metadata_limit(driver, kube, make_namespace,
+                                                                         device_class):
+    """kubelet-dra-shim passes claims up to its budget and leaves the rest for the driver to read: a
+    pod with many claims never makes the call too big for the server (grpc refuses metadata over 8 KiB
+    at random, over 16 KiB always)."""
+    ns = await make_namespace("rd")
+    claims = [await allocated_claim(kube, ns, device_class, driver.node_name, device=f"gpu-{i}",
+                                    config=sharing("Short")) for i in range(4, 8)]
+    # Forty claims' worth of metadata: the real four, each also under 9 other UIDs (never asked for).
+    copies = [{**c, "metadata": {**c["metadata"], "uid": f"{c['metadata']['uid']}-{k}"}}
+              for c in claims for k in range(9)]
+    metadata = claims_metadata([*claims, *copies])
+    assert 0 < len(metadata) < len(claims) + len(copies)  # the budget cut the list
+    request = dra_v1.NodePrepareResourcesRequest(claims=[claim_ref(c) for c in claims])
+    for _ in range(5):  # the server's soft limit refuses at random: one call could pass by luck
+        response = await driver.v1().NodePrepareResources(request, metadata=metadata)
+        assert {uid: r.error for uid, r in response.claims.items()} == {
+            c["metadata"]["uid"]: "" for c in claims}

@@ -8,8 +8,10 @@ own GET; a driver that does not, or a call without it (an upstream kubelet), rea
 
 Wire format: one binary metadata entry ``draflow-claim-bin`` per claim, the JSON of the claim reduced to
 what a driver reads (``metadata`` name, namespace, uid, resourceVersion, generation; ``spec``;
-``status.allocation``), at most :data:`BUDGET` bytes in all (gRPC refuses metadata over 8 KiB by default;
-the claims that do not fit are not sent, the driver reads those). Pure functions.
+``status.allocation``), at most :data:`BUDGET` bytes in all; the claims that do not fit are not sent, the
+driver reads those. A grpc (C core) server refuses a call whose metadata exceeds 8 KiB now and then and
+always above 16 KiB (measured: 7,000 bytes of value pass, 9,000 fail 3 calls in 20): 4 KiB leaves room for
+the trace context and the call's own headers. Pure functions.
 
 The claim is as fresh as the driver's own GET would be: the kubelet read it, checked that the pod is in
 ``reservedFor`` and holds the claim's lock until the call returns. Only the caller of the driver's socket
@@ -25,7 +27,7 @@ from typing import Any
 __all__ = ["BUDGET", "METADATA_KEY", "claims_from_metadata", "claims_metadata", "reduced"]
 
 METADATA_KEY = "draflow-claim-bin"
-BUDGET = 6 * 1024
+BUDGET = 4 * 1024
 
 
 def reduced(claim: Mapping[str, Any]) -> dict[str, Any]:
