@@ -37,7 +37,7 @@ from .explain_http import PodExplanation
 from .gang import CycleResult, run_group_cycle
 from .groupcycle import min_count, pending_members_wait
 from .outcomes import Unschedulable, Waiting
-from .podgroup_postfilter import group_claim_to_give_back, refusal
+from .podgroup_postfilter import pod_group_post_filter
 
 if TYPE_CHECKING:
     from .scheduler import Scheduler
@@ -139,37 +139,39 @@ class GroupAttempts:
         sched = self.sched
         why = f'pod group "{key.namespace}/{key.name}" is unschedulable: {result.message}'
         outcome: Outcome = Done()
-        own_claim_found = True  # upstream: every evaluated member's PostFilter found a claim to give back
+        evaluated: list[tuple[Obj, Obj | None, bool]] = []  # (member, its own PostFilter claim, other)
         for member in result.tried:
             decision = member.decision
             if isinstance(decision, Waiting):
                 self._wait(key_of(member.pod), decision)
-                own_claim_found = False
+                evaluated.append((member.pod, None, False))
                 continue
             if not isinstance(decision, Unschedulable):  # it fitted, the group did not
                 decision = Unschedulable(PodExplanation(key_of(member.pod), [], waiting=why))
-            if decision.deallocate is None and decision.stale_extended is None:
-                own_claim_found = False
-            outcome = sched._unschedulable(member.pod, decision, span)  # with its own PostFilter claim
+            evaluated.append((member.pod, decision.deallocate, decision.stale_extended is not None))
+            outcome = sched._unschedulable(member.pod, decision, span, post_filter=False)
         for pod in result.untried:
             sched._unschedulable(pod, Unschedulable(PodExplanation(key_of(pod), [], waiting=why)), span)
         log.info("pod group unschedulable", reason=result.message, tried=len(result.tried))
-        if not own_claim_found and sched.decider.pod_groups:
-            self._group_post_filter(pod_group, result, first, scheduled)
+        self._post_filter(pod_group, result, evaluated, first, scheduled)
         if all(isinstance(m.decision, Waiting) for m in result.tried):
             return Done()  # retried when what they wait for shows up (claim events), as single pods
         return outcome if not isinstance(outcome, Done) else RequeueAfter(sched.settings.unschedulable_retry)
 
-    def _group_post_filter(self, pod_group: Obj, result: CycleResult, first: Obj, scheduled: int) -> None:
-        """Step 2 of PodGroupPostFilter (:mod:`.podgroup_postfilter`): one claim write for the group."""
-        refused = refusal(pod_group, topology_aware=self.topology_aware)
-        if refused:
-            log.debug("pod group post-filter skipped", reason=refused)
-            return
-        ns = pod_group["metadata"]["namespace"]
-        action = group_claim_to_give_back(pod_group, first, scheduled_members=scheduled,
-                                          unavailable=result.cycle.unavailable,
-                                          claim_of=lambda name: self.sched.state.claims.get(f"{ns}/{name}"))
-        if action is not None:
-            self.sched._post_filter(first, action.claim, consumer_uid=action.group_uid, kind=action.kind,
-                                    why=f'pod group "{ns}/{pod_group["metadata"]["name"]}" cannot be placed')
+    def _post_filter(self, pod_group: Obj, result: CycleResult, evaluated: list[tuple[Obj, Obj | None, bool]],
+                     first: Obj, scheduled: int) -> None:
+        """PodGroupPostFilter (:mod:`.podgroup_postfilter`): the members' own claims, then the group's."""
+        meta = pod_group["metadata"]
+        plan = pod_group_post_filter(
+            pod_group, evaluated, first, workload_claims=self.sched.decider.pod_groups,
+            topology_aware=self.topology_aware, scheduled_members=scheduled,
+            unavailable=result.cycle.unavailable,
+            claim_of=lambda name: self.sched.state.claims.get(f"{meta['namespace']}/{name}"))
+        if plan.refused:
+            log.debug("pod group post-filter skipped", reason=plan.refused)
+        for pod, claim in plan.per_pod:
+            self.sched._post_filter(pod, claim)
+        if plan.group is not None:
+            self.sched._post_filter(first, plan.group.claim, consumer_uid=plan.group.group_uid,
+                                    kind=plan.group.kind,
+                                    why=f'pod group "{meta["namespace"]}/{meta["name"]}" cannot be placed')

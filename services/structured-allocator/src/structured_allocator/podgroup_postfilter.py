@@ -26,13 +26,15 @@ choice is reproducible.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from draflow_runtime.dra import is_reserved_for_pod_or_group
 from draflow_runtime.podgroups import is_for_pod_group, pod_group_claims
 
-__all__ = ["GroupClaimAction", "group_claim_to_give_back", "refusal"]
+__all__ = [
+    "GroupClaimAction", "PostFilterPlan", "group_claim_to_give_back", "pod_group_post_filter", "refusal",
+]
 
 Obj = Mapping[str, Any]
 
@@ -105,3 +107,43 @@ def group_claim_to_give_back(
                 is_reserved_for_pod_or_group(found, first_unscheduled, True):
             return GroupClaimAction("unreserve", found, group_uid)
     return None
+
+
+@dataclass
+class PostFilterPlan:
+    """What one failed pod-group cycle writes: per member its own claim (step 1), then the group's."""
+
+    per_pod: list[tuple[Obj, Obj]] = field(default_factory=list)  # (member, claim to deallocate)
+    group: GroupClaimAction | None = None
+    refused: str = ""
+
+
+def pod_group_post_filter(
+    pod_group: Obj,
+    evaluated: Sequence[tuple[Obj, Obj | None, bool]],
+    first_unscheduled: Obj,
+    *,
+    workload_claims: bool,
+    topology_aware: bool = False,
+    scheduled_members: int,
+    unavailable: Sequence[Obj],
+    claim_of: Callable[[str], Obj | None],
+) -> PostFilterPlan:
+    """The whole PodGroupPostFilter (see the module docstring). ``evaluated``: per member tried in the
+    cycle, (pod, the claim its own PostFilter gives back or None, whether it found something else to give
+    back — a stale special claim of extended resources)."""
+    refused = refusal(pod_group, topology_aware=topology_aware)
+    if refused:
+        return PostFilterPlan(refused=refused)
+    plan = PostFilterPlan()
+    unreserve_group = False
+    for pod, claim, other in evaluated:
+        if claim is not None:
+            plan.per_pod.append((pod, claim))
+        elif not other:
+            unreserve_group = True  # this member found nothing: the group as a whole cannot be placed
+    if unreserve_group and workload_claims:
+        plan.group = group_claim_to_give_back(pod_group, first_unscheduled,
+                                              scheduled_members=scheduled_members,
+                                              unavailable=unavailable, claim_of=claim_of)
+    return plan
