@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
@@ -126,7 +127,8 @@ func (d *driver) prepare(ctx context.Context, claim *resourceapi.ResourceClaim) 
 	for _, name := range names {
 		d.inUse[name] = claim.UID
 	}
-	d.journal.write(entry{Op: "prepare", Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID), Devices: journaled})
+	method, _ := grpc.Method(ctx)
+	d.journal.write(entry{Op: "prepare", Method: method, Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID), Devices: journaled})
 	logger.Info("prepared", "devices", names)
 	return kubeletplugin.PrepareResult{Devices: devices}
 }
@@ -147,7 +149,8 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 				delete(d.inUse, dev)
 			}
 		}
-		d.journal.write(entry{Op: "unprepare", Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)})
+		method, _ := grpc.Method(ctx)
+		d.journal.write(entry{Op: "unprepare", Method: method, Namespace: claim.Namespace, Name: claim.Name, UID: string(claim.UID)})
 		klog.FromContext(ctx).Info("unprepared", "claim", claim.String(), "uid", claim.UID)
 	}
 	return result, nil

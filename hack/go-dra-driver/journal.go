@@ -9,6 +9,7 @@ import (
 // entry is one JSON line of the journal.
 type entry struct {
 	Op         string        `json:"op"`
+	Method     string        `json:"method,omitempty"` // the gRPC method that asked (v1 or v1beta1)
 	Namespace  string        `json:"namespace,omitempty"`
 	Name       string        `json:"name,omitempty"`
 	UID        string        `json:"uid,omitempty"`

@@ -23,6 +23,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
@@ -39,6 +40,12 @@ type config struct {
 	journal        string
 	devices        int
 	healthInterval time.Duration
+	rollingUID     string
+	nodeV1         bool
+	nodeV1beta1    bool
+	health         bool
+	healthV1       bool
+	healthV1alpha1 bool
 }
 
 func flags() *config {
@@ -53,6 +60,12 @@ func flags() *config {
 	fs.StringVar(&c.journal, "journal", "", "append what the driver saw as JSON lines to this file (empty: none)")
 	fs.IntVar(&c.devices, "devices", 4, "number of devices (gpu-0 ... gpu-N-1) in the node's pool")
 	fs.DurationVar(&c.healthInterval, "health-interval", 10*time.Second, "how often device health is re-sent")
+	fs.StringVar(&c.rollingUID, "rolling-update-uid", "", "this instance's pod UID: enables the helper's rolling updates (sockets named by it)")
+	fs.BoolVar(&c.nodeV1, "node-v1", true, "serve and announce DRA gRPC v1")
+	fs.BoolVar(&c.nodeV1beta1, "node-v1beta1", true, "serve and announce DRA gRPC v1beta1")
+	fs.BoolVar(&c.health, "health", true, "serve and announce the DRAResourceHealth service")
+	fs.BoolVar(&c.healthV1, "health-v1", true, "DRAResourceHealth v1")
+	fs.BoolVar(&c.healthV1alpha1, "health-v1alpha1", true, "DRAResourceHealth v1alpha1")
 	klog.InitFlags(fs)
 	// Environment twins first, so that flags given on the command line win.
 	fs.VisitAll(func(f *flag.Flag) {
@@ -106,13 +119,22 @@ func run(c *config) error {
 	logger := klog.FromContext(ctx)
 
 	d := newDriver(c, journal, cancel)
-	helper, err := kubeletplugin.Start(ctx, d,
+	opts := []kubeletplugin.Option{
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.DriverName(c.driverName),
 		kubeletplugin.NodeName(c.nodeName),
 		kubeletplugin.RegistrarDirectoryPath(c.registryDir),
 		kubeletplugin.PluginDataDirectoryPath(c.pluginDir),
-	)
+		kubeletplugin.NodeV1(c.nodeV1),
+		kubeletplugin.NodeV1beta1(c.nodeV1beta1),
+		kubeletplugin.HealthService(c.health),
+		kubeletplugin.HealthV1(c.healthV1),
+		kubeletplugin.HealthV1alpha1(c.healthV1alpha1),
+	}
+	if c.rollingUID != "" {
+		opts = append(opts, kubeletplugin.RollingUpdate(types.UID(c.rollingUID)))
+	}
+	helper, err := kubeletplugin.Start(ctx, d, opts...)
 	if err != nil {
 		return fmt.Errorf("start kubelet plugin: %w", err)
 	}

@@ -13,7 +13,6 @@ each unprepare.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import shutil
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from go_driver_kit import go_api_check, journal, start_driver
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import (
@@ -34,50 +34,12 @@ from draflow_runtime.kube import (
     RESOURCE_SLICES,
     KubeClient,
 )
-from draflow_testenv.binaries import ensure_binary
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
 
 pytestmark = pytest.mark.integration
 
 CDI_ANNOTATION = "draflow.dev/cdi-devices"
 FAIL_PREPARE = "go-dra.draflow.example/fail-prepare"  # the Go driver fails the claim's prepare with this
-
-
-def journal(path: Path, op: str) -> list[dict[str, Any]]:
-    """The driver's journal entries of kind ``op``, oldest first."""
-    if not path.exists():
-        return []
-    return [e for e in map(json.loads, path.read_text().splitlines()) if e["op"] == op]
-
-
-async def start_driver(run_service: Callable[..., Awaitable[Any]], fleet: Path, node: str) -> Any:
-    """The Go driver for ``node``, in the fleet layout kubelet-dra-shim serves."""
-    binary = await ensure_binary("go-dra-driver")
-    root = fleet / node
-    return await run_service([
-        str(binary), "--driver-name", DRIVER, "--node-name", node,
-        "--registry-dir", str(root / "plugins_registry"), "--plugin-dir", str(root / "plugins" / DRIVER),
-        "--cdi-dir", str(root / "cdi"), "--journal", str(root / "go-driver.jsonl"), "--devices", "4",
-        "--health-interval", "2s",
-    ], name=f"go-dra-driver-{node}")
-
-
-async def go_api_check(testenv: Any, flow: ServiceFlow) -> dict[str, Any]:
-    """hack/go-api-check over what the flow wrote: a Go client's strict decoding and upstream's validation
-    of the namespace's claims, pods and Events, the nodes' Leases and slices, the flow's DeviceTaintRules
-    and ResourcePoolStatusRequests (``--name-prefix``)."""
-    binary = await ensure_binary("go-api-check")
-    argv = [str(binary), "--kubeconfig", str(testenv.kubeconfig), "--namespace", flow.ns,
-            "--lease-namespace", "kube-node-lease", "--name-prefix", flow.prefix,
-            "--feature-gates", ",".join(f"{g}=true" for g in testenv.feature_gates)]
-    for node in flow.nodes:
-        argv += ["--node", node]
-    proc = await asyncio.create_subprocess_exec(*argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    report: dict[str, Any] = json.loads(out)
-    return report
 
 
 async def status_of(kube: KubeClient, resource: Any, name: str) -> Any:
