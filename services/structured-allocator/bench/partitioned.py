@@ -42,8 +42,9 @@ from sidebyside import objects as o
 
 from draflow_runtime.informer import key_of
 from structured_allocator.assume import AssumeCache
-from structured_allocator.core import CelCache, SliceIndex
+from structured_allocator.core import CelCache
 from structured_allocator.decision import Decider, Placement
+from structured_allocator.device_counts import counting_slices
 from structured_allocator.nodefit import NodeUsage, PodUsage, pod_demand
 from structured_allocator.scoring import Candidate, make_scorer
 
@@ -75,9 +76,10 @@ class PartitionState:
             s = o.resource_slice(i, DEVICES_PER_NODE)
             s["metadata"].setdefault("resourceVersion", "1")
             slices.append(s)
-        self.slices = SliceIndex(slices)
         self.claims = _Cache({})
         self.assume = AssumeCache()
+        self.slices = counting_slices(self.assume.state, slices)  # what ClusterState keeps
+        self.device_counts = self.slices.counts
         self.usage = NodeUsage()
         self._classes = {o.CLASS: o.device_class()}
         self._names = sorted(nodes)

@@ -2,7 +2,7 @@
 
 Random sequences of everything that changes them: slice upserts (new, replaced, re-sent with the same
 resourceVersion, moved to another node, shared), slice deletions, informer claim events (allocated,
-deallocated, deleted, stale), assumed allocations written, released and settled; exclusive, shared
+deallocated, deleted, stale), assumed allocations written, shared, released and settled; exclusive, shared
 (``shareID``) and admin-access results; the same device in two slices."""
 
 from __future__ import annotations
@@ -94,7 +94,11 @@ class Events:
             if rng.random() < 0.5:
                 assume.mark_written(uid)
         elif op == 6:
-            assume.release(uid)
+            pod = f"ns/pod-{rng.randint(0, 2)}"
+            if rng.random() < 0.3:  # a pod-group cycle: another pod writes the same assumption
+                assume.share(uid, pod)
+            elif not (rng.random() < 0.5 and assume.unshare(uid, pod)):
+                assume.release(uid)
         elif op == 7:
             claim = self.claim(uid, allocated=rng.random() < 0.5) if rng.random() < 0.8 else None
             assume.settle(uid, claim, assume.assumed(uid))
