@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sidebyside import report, runner, stacks
 from sidebyside.workloads import BY_NAME, WORKLOADS
 
+from draflow_testenv.upstream import ensure_upstream_binaries
+
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -39,7 +41,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    await stacks.ensure_upstream_binaries()  # builds them on first use (hack/binaries.sh)
+    await ensure_upstream_binaries()  # builds them on first use (hack/binaries.sh)
     scale = 0.1 if args.quick else args.scale
     failed = 0
     for name in args.workloads:

@@ -13,22 +13,17 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
-import aiohttp
-
-from draflow_testenv.binaries import ensure_binary
 from draflow_testenv.environment import Environment
 from draflow_testenv.flow import service_commands
 from draflow_testenv.natssecure import USERS, env_prefix
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.servers import HOST, free_port
 from draflow_testenv.statefile import PIDS_FILE
+from draflow_testenv.upstream import start_control_plane, wait_healthy
 
 STACKS = ("draflow", "upstream", "upstream+pqh")
-UPSTREAM_BINARIES = ("kube-scheduler", "kube-controller-manager")
-KCM_CONTROLLERS = "resourceclaim-controller,garbage-collector-controller"
-READY_TIMEOUT = 180.0
+KCM_CONTROLLERS = ("resourceclaim-controller", "garbage-collector-controller")
 
 
 @dataclass
@@ -38,49 +33,11 @@ class Stack:
     processes: dict[str, ManagedProcess]  # component name -> process
 
 
-def scheduler_config(kubeconfig: Path) -> str:
-    return json.dumps({
-        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
-        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": 5000, "burst": 5000},
-        "leaderElection": {"leaderElect": False},
-    })
-
-
-async def ensure_upstream_binaries() -> dict[str, Path]:
-    """kube-scheduler and kube-controller-manager v1.37.1 (built by hack/binaries.sh when missing)."""
-    return {name: await ensure_binary(name) for name in UPSTREAM_BINARIES}
-
-
-async def _ready(url: str, proc: ManagedProcess) -> None:
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
-        async def ok() -> bool:
-            async with http.get(url, ssl=False) as resp:
-                return resp.status == 200
-        await proc.wait_ready(ok, READY_TIMEOUT, interval=0.25)
-
-
 async def start_upstream(env: Environment, pqh: bool) -> Stack:
-    bins = await ensure_upstream_binaries()
-    kubeconfig = env.kubeconfig
-    config = env.state_dir / "kube-scheduler.json"
-    config.write_text(scheduler_config(kubeconfig))
-    auth = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}"]
-    kcm_port, sched_port = free_port(), free_port()
-    kcm = await env.run_service([
-        str(bins["kube-controller-manager"]), f"--kubeconfig={kubeconfig}", *auth,
-        f"--controllers={KCM_CONTROLLERS}", "--kube-api-qps=5000", "--kube-api-burst=5000",
-        "--use-service-account-credentials=false", "--leader-elect=false",
-        f"--bind-address={HOST}", f"--secure-port={kcm_port}", "--v=1",
-    ], name="kube-controller-manager")
-    sched = await env.run_service([
-        str(bins["kube-scheduler"]), f"--config={config}", *auth,
-        f"--bind-address={HOST}", f"--secure-port={sched_port}", "--v=1",
-        *(["--feature-gates=SchedulerPreQueueingHints=true"] if pqh else []),
-    ], name="kube-scheduler")
-    await _ready(f"https://{HOST}:{kcm_port}/healthz", kcm)
-    await _ready(f"https://{HOST}:{sched_port}/readyz", sched)
-    return Stack("upstream+pqh" if pqh else "upstream", "default-scheduler",
-                 {"kube-scheduler": sched, "kube-controller-manager": kcm})
+    plane = await start_control_plane(
+        env, env.run_service, controllers=KCM_CONTROLLERS, feature_gates=False, verbosity=1,
+        scheduler_args=["--feature-gates=SchedulerPreQueueingHints=true"] if pqh else [])
+    return Stack("upstream+pqh" if pqh else "upstream", "default-scheduler", plane.processes)
 
 
 async def start_draflow(env: Environment) -> Stack:
@@ -97,8 +54,8 @@ async def start_draflow(env: Environment) -> Stack:
             argv += ["--http-host", HOST]
         extra = secure.service_env(env_prefix(name), name) if secure is not None and name in USERS else None
         procs[name] = await env.run_service(argv, name=name, env=extra)
-    await _ready(f"http://{HOST}:{allocator_port}/readyz", procs["structured-allocator"])
-    await _ready(f"http://{HOST}:{controller_port}/readyz", procs["claim-controller"])
+    await wait_healthy(f"http://{HOST}:{allocator_port}/readyz", procs["structured-allocator"])
+    await wait_healthy(f"http://{HOST}:{controller_port}/readyz", procs["claim-controller"])
     return Stack("draflow", "draflow", procs)
 
 

@@ -136,6 +136,33 @@ def test_container_cdi_devices_follow_requests_like_get_resources() -> None:
     assert container_cdi_devices(pod, _prepared()) == {"all": ["d/gpu=g0", "d/gpu=g1"], "small": ["d/gpu=g1"]}
 
 
+def test_containers_see_the_extended_resource_claim_through_its_request_mappings() -> None:
+    """kube-scheduler's claim for extended resources (``limits: {gpu.example/gpu: 2}``) is named in
+    ``status.extendedResourceClaimStatus``; like kubelet's GetResources, a container sees the devices of
+    the requests mapped to it, for the extended resources it requests."""
+    ext = ClaimInfo(
+        claim_uid="ext-uid", claim_name="p-extended-resources-abc", namespace="ns", pod_uids={"pod-uid"},
+        drivers={"d": [PreparedDevice("p", "g0", ["container-0-request-0"], ["d/gpu=g0"]),
+                       PreparedDevice("p", "g1", ["container-0-request-0"], ["d/gpu=g1"]),
+                       PreparedDevice("p", "g2", ["container-1-request-0"], ["d/gpu=g2"]),
+                       PreparedDevice("p", "g3", ["container-2-request-0"], ["d/gpu=g3"])]},
+    )
+    pod = _pod([], containers=[
+        {"name": "two", "resources": {"requests": {"gpu.example/gpu": "2", "cpu": "1"}}},
+        {"name": "one", "resources": {"requests": {"gpu.example/gpu": "1"}}},
+        {"name": "other", "resources": {"requests": {"cpu": "1"}}},
+        {"name": "zero", "resources": {"requests": {"gpu.example/gpu": "0"}}},
+    ])
+    pod["status"]["extendedResourceClaimStatus"] = {
+        "resourceClaimName": "p-extended-resources-abc",
+        "requestMappings": [
+            {"containerName": c, "resourceName": "gpu.example/gpu", "requestName": f"container-{i}-request-0"}
+            for i, c in enumerate(["two", "one", "zero"])
+        ],
+    }
+    assert container_cdi_devices(pod, {"": ext}) == {"two": ["d/gpu=g0", "d/gpu=g1"], "one": ["d/gpu=g2"]}
+
+
 def test_allocated_resources_status_names_claim_and_request() -> None:
     pod = _pod([], containers=[{"name": "c", "resources": {"claims": [{"name": "gpus", "request": "big"}]}}])
     got = allocated_resources_status(pod, _prepared(), {("d", "p", "g0"): ("Unhealthy", "ecc")})

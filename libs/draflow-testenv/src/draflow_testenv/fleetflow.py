@@ -81,12 +81,14 @@ class ServiceFlow:
         await self.until(gone, what)
 
     async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path, *,
-                    http: bool = False, reference_driver: bool = True,
+                    http: bool = False, reference_driver: bool = True, control_plane: bool = True,
                     extra: Mapping[str, Sequence[str]] | None = None) -> None:
         """Start the five services; ``fleet`` is the nodes' root directory (keep it short: unix socket
         paths are at most 107 bytes). ``http``: each serves /healthz, /readyz and /metrics on a loopback
         port of its own (``http_ports``). ``reference_driver=False``: the test brings its own driver
-        (named :data:`DRIVER`, in the fleet's layout). ``extra``: more arguments per service name."""
+        (named :data:`DRIVER`, in the fleet's layout). ``control_plane=False``: only the node side
+        (reference-driver, kubelet-dra-shim, slice-publisher), for upstream's kube-scheduler and
+        kube-controller-manager (``draflow_testenv.upstream``). ``extra``: more arguments per service name."""
         self.fleet = fleet
         bin_dir = Path(sys.executable).parent
         common = ["--nats-url", self.nats_url, "--log-format", "json"]
@@ -103,6 +105,8 @@ class ServiceFlow:
         env = {"OTEL_BSP_SCHEDULE_DELAY": "200"}
         for service, args in runs:
             if service == "reference-driver" and not reference_driver:
+                continue
+            if service in ("claim-controller", "structured-allocator") and not control_plane:
                 continue
             args = [*args, *(extra or {}).get(service, ())]
             port = free_port() if http else 0

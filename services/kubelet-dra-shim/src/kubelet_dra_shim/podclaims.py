@@ -68,23 +68,36 @@ def _containers(pod: Mapping[str, Any]) -> Iterable[Mapping[str, Any]]:
 def container_cdi_devices(pod: Mapping[str, Any], claims: Mapping[str, ClaimInfo]) -> dict[str, list[str]]:
     """CDI device IDs per container, like kubelet's ``GetResources``.
 
-    ``claims`` maps pod claim names to prepared claims. A container sees the claims it lists in
-    ``resources.claims``; with a ``request`` only devices allocated for that request. Containers
-    that use no claim are left out.
+    ``claims`` maps pod claim names to prepared claims (``""``: the extended-resource claim). A container
+    sees the claims it lists in ``resources.claims``, with a ``request`` only devices allocated for that
+    request, and the requests of the extended-resource claim that ``status.extendedResourceClaimStatus``
+    maps to it for an extended resource it requests. Containers that use no claim are left out.
     """
     out: dict[str, list[str]] = {}
     for container in _containers(pod):
+        refs = [(claims.get(ref.get("name", "")), ref.get("request"))
+                for ref in (container.get("resources") or {}).get("claims") or []]
+        refs += [(claims.get(""), request) for request in _extended_requests(pod, container)]
         ids: list[str] = []
-        for ref in (container.get("resources") or {}).get("claims") or []:
-            info = claims.get(ref.get("name", ""))
-            if info is None:
-                continue
-            for cdi_id in info.cdi_ids_for(ref.get("request")):
+        for info, request in refs:
+            for cdi_id in info.cdi_ids_for(request) if info is not None else ():
                 if cdi_id not in ids:
                     ids.append(cdi_id)
         if ids:
             out[container["name"]] = ids
     return out
+
+
+def _extended_requests(pod: Mapping[str, Any], container: Mapping[str, Any]) -> list[str]:
+    """The extended-resource claim's requests mapped to ``container`` for resources it requests (kubelet
+    ``GetResources``: a zero request maps nothing; a quantity is zero when its mantissa has no non-zero
+    digit)."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    requested = {name for name, value in ((container.get("resources") or {}).get("requests") or {}).items()
+                 if any(c in "123456789" for c in str(value).split("e")[0].split("E")[0])}
+    return [m["requestName"] for m in status.get("requestMappings") or ()
+            if m.get("containerName") == container.get("name") and m.get("resourceName") in requested
+            and m.get("requestName")]
 
 
 def allocated_resources_status(

@@ -1,0 +1,132 @@
+"""Upstream's control plane next to draflow: kube-scheduler and kube-controller-manager v1.37.1 as services of
+an ``Environment``.
+
+```python
+plane = await start_control_plane(env, env.run_service, controllers=DRA_CONTROLLERS)
+plane.scheduler.log_path                       # klog text, read with draflow_testenv.klog
+dra_log_errors(plane.scheduler.log_path)       # its error lines about DRA objects
+```
+
+kube-scheduler runs its default profile (the DynamicResources plugin included) with a
+``KubeSchedulerConfiguration`` of its own; kube-controller-manager runs only ``controllers``. Both get the
+feature gates the environment's kube-apiserver accepted (``draflow_testenv.featuregates``), so the three
+agree on the DRA API. The bench's side-by-side stacks and the tests that check draflow's node side under
+upstream's control plane start them through here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from draflow_testenv import klog
+from draflow_testenv.binaries import ensure_binary
+from draflow_testenv.process import ManagedProcess
+from draflow_testenv.servers import HOST, free_port
+
+UPSTREAM_BINARIES = ("kube-scheduler", "kube-controller-manager")
+# What an upstream cluster runs for DRA: claims from templates, deallocation and clean-up, eviction for
+# NoExecute device taints, and the garbage collector that deletes a deleted pod's generated claims.
+DRA_CONTROLLERS = ("resourceclaim-controller", "device-taint-eviction-controller",
+                   "garbage-collector-controller")
+READY_TIMEOUT = 180.0
+# Source files of kube-scheduler's DRA code paths (plugin, slice tracker, allocator, CEL).
+DRA_SOURCES = ("dynamicresources", "resourceslice", "tracker.go", "allocator", "structured", "cel",
+               "devicetaint", "extendedresource", "deviceclass", "resourceclaim")
+DRA_WORDS = ("resourceslice", "resourceclaim", "deviceclass", "devicetaint", "dra")
+# Races the components retry from fresh state, not complaints about an object: a write that lost an
+# optimistic-concurrency race, and kcm's resourceclaim controller updating a claim the garbage collector
+# (or its own other work item) just deleted.
+CONFLICT = "the object has been modified; please apply your changes to the latest version"
+_GONE = re.compile(r'"Work item failed" err="resourceclaims\.resource\.k8s\.io \\"([^\\]+)\\" not found".*'
+                   r'item="claim:[^/]+/\1"')
+
+
+@dataclass
+class ControlPlane:
+    scheduler: ManagedProcess
+    controller_manager: ManagedProcess
+
+    @property
+    def processes(self) -> dict[str, ManagedProcess]:
+        return {"kube-scheduler": self.scheduler, "kube-controller-manager": self.controller_manager}
+
+
+def scheduler_config(kubeconfig: Path, qps: int) -> str:
+    return json.dumps({
+        "apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+        "clientConnection": {"kubeconfig": str(kubeconfig), "qps": qps, "burst": qps},
+        "leaderElection": {"leaderElect": False},
+    })
+
+
+async def ensure_upstream_binaries() -> dict[str, Path]:
+    """kube-scheduler and kube-controller-manager v1.37.1 (built by hack/binaries.sh when missing)."""
+    return {name: await ensure_binary(name) for name in UPSTREAM_BINARIES}
+
+
+async def wait_healthy(url: str, proc: ManagedProcess, timeout: float = READY_TIMEOUT) -> None:  # noqa: ASYNC109
+    """Until ``url`` (the component's own HTTPS endpoint, self-signed) answers 200; fails when it exits."""
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as http:
+        async def ok() -> bool:
+            async with http.get(url, ssl=False) as resp:
+                return resp.status == 200
+        await proc.wait_ready(ok, timeout, interval=0.25)
+
+
+async def start_control_plane(
+    env: Any, run: Callable[..., Awaitable[ManagedProcess]], *, controllers: Sequence[str] = DRA_CONTROLLERS,
+    qps: int = 5000, feature_gates: bool = True, scheduler_args: Sequence[str] = (), verbosity: int = 2,
+) -> ControlPlane:
+    """Start kube-controller-manager (``controllers`` only) and kube-scheduler against ``env``'s API server
+    with ``run`` (``Environment.run_service`` or the ``run_service`` fixture); return once both are healthy.
+
+    ``qps``: client QPS and burst of both (scheduler_perf sets 5000). ``feature_gates``: pass the gates the
+    API server accepted (False: the binaries' defaults). ``scheduler_args``: more kube-scheduler flags.
+    ``verbosity``: klog ``--v`` of both.
+    """
+    bins = await ensure_upstream_binaries()
+    kubeconfig = env.kubeconfig
+    config = env.state_dir / f"kube-scheduler-{free_port()}.json"
+    config.write_text(scheduler_config(kubeconfig, qps))
+    auth = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}"]
+    gates = [f"--feature-gates={','.join(f'{g}=true' for g in env.feature_gates)}"] \
+        if feature_gates and env.feature_gates else []
+    kcm_port, sched_port = free_port(), free_port()
+    kcm = await run([
+        str(bins["kube-controller-manager"]), f"--kubeconfig={kubeconfig}", *auth,
+        f"--controllers={','.join(controllers)}", f"--kube-api-qps={qps}", f"--kube-api-burst={qps}",
+        "--use-service-account-credentials=false", "--leader-elect=false",
+        f"--bind-address={HOST}", f"--secure-port={kcm_port}", f"--v={verbosity}", *gates,
+    ], name="kube-controller-manager")
+    sched = await run([
+        str(bins["kube-scheduler"]), f"--config={config}", *auth,
+        f"--bind-address={HOST}", f"--secure-port={sched_port}", f"--v={verbosity}", *gates, *scheduler_args,
+    ], name="kube-scheduler")
+    await wait_healthy(f"https://{HOST}:{kcm_port}/healthz", kcm)
+    await wait_healthy(f"https://{HOST}:{sched_port}/readyz", sched)
+    return ControlPlane(scheduler=sched, controller_manager=kcm)
+
+
+def dra_log_errors(path: Path) -> list[str]:
+    """The error lines (klog ``E``/``F``) of an upstream component's log written by its DRA code paths or
+    naming a DRA object (ResourceSlice, ResourceClaim, DeviceClass, DeviceTaintRule), but for update
+    conflicts (:data:`CONFLICT`) and kcm's work items for claims already deleted: races that are retried.
+    """
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line[:1] not in ("E", "F") or CONFLICT in line or _GONE.search(line):
+            continue
+        rec = klog.parse(line)
+        source = rec.source if rec is not None else line.split("]", 1)[0]
+        lowered = line.lower()
+        if any(s in source.lower() for s in DRA_SOURCES) or any(
+                k in lowered for k in DRA_WORDS):
+            found.append(line)
+    return found
