@@ -12,7 +12,7 @@ from .run import Options, main
 
 def cli(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m draflow_testenv.chaos", description=__doc__)
-    p.add_argument("--short", action="store_true", help="one fault of each kind, small fleet (~3 min)")
+    p.add_argument("--short", action="store_true", help="one fault of each kind, small fleet (~4-5 min)")
     p.add_argument("--nodes", type=int, help="simulated nodes (default 20, --short 4)")
     p.add_argument("--gpus", type=int, help="GPUs per node (default 8, --short 4)")
     args = p.parse_args(argv)

@@ -1,10 +1,13 @@
 """The churn: pods coming and going at 70-90 % of the fleet's capacity while faults happen.
 
 Pod kinds: ``whole`` (template claim, one whole GPU), ``opaque`` (the same with opaque driver config),
-``first`` (firstAvailable: a large GPU, else any whole GPU), ``shared`` (two pods on one ResourceClaim),
-``part`` (template claim, one GPU partition). Whole-GPU kinds go to the first half of the nodes and
-partitions to the other half (node affinity), so fragmentation never makes a pod unschedulable: the
-churn only asks for what fits, and after settling every pod must run.
+``first`` (firstAvailable: a large GPU, else any whole GPU), ``shared`` (two pods on one ResourceClaim the
+churn makes: a user's claim), ``group`` (a PodGroup whose claim template is shared by its two pods:
+DRAWorkloadResourceClaims), ``extended`` (``resources.limits`` of the whole-GPU DeviceClass's
+``extendedResourceName``: the allocator makes the claim), ``part`` (template claim, one GPU partition).
+Each takes one unit of its pool (a whole GPU or a partition). Whole-GPU kinds go to the first half of the
+nodes and partitions to the other half (node affinity), so fragmentation never makes a pod unschedulable:
+the churn only asks for what fits, and after settling every pod must run.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import yaml
 from draflow_runtime.errors import AlreadyExists, NotFound
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
+    POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
@@ -30,7 +34,9 @@ from draflow_testenv.binaries import repo_root
 
 DRIVER = "gpu.draflow.example"
 PARTITIONS_PER_GPU = 4  # the reference driver's partitionable profile
-KINDS = ("whole", "opaque", "first", "shared", "part")
+WHOLE_KINDS = ("whole", "opaque", "first", "shared", "group", "extended")
+KINDS = (*WHOLE_KINDS, "part")
+EXTENDED_RESOURCE = "gpu.draflow.example/gpu"  # deploy/demo/10-deviceclasses.yaml
 _OPAQUE = {"opaque": {"driver": DRIVER, "parameters": {
     "kind": "GpuConfig", "apiVersion": f"{DRIVER}/v1",
     "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}}}}
@@ -60,13 +66,20 @@ def device_classes() -> list[dict[str, Any]]:
     return [obj for obj in yaml.safe_load_all(demo.read_text()) if obj]
 
 
+def extended_names() -> frozenset[str]:
+    """The extended resource names the demo's DeviceClasses back (``spec.extendedResourceName``)."""
+    specs = (obj.get("spec") or {} for obj in device_classes())
+    return frozenset(spec["extendedResourceName"] for spec in specs if spec.get("extendedResourceName"))
+
+
 @dataclass
 class Group:
-    """Pods (and for ``shared`` the claim) made together and deleted together."""
+    """Pods (and for ``shared`` the claim, for ``group`` the PodGroup) made together and deleted together."""
 
     kind: str
     pods: list[str]
     claim: str | None = None
+    pod_group: str | None = None
 
 
 @dataclass
@@ -114,9 +127,20 @@ class Churn:
                     "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
                     "metadata": {"name": name}, "spec": {"spec": spec}}, namespace=self.namespace)
 
-    def _pod(self, name: str, kind: str, claim: str | None) -> dict[str, Any]:
+    def _pod(self, name: str, kind: str, claim: str | None, group: str | None = None) -> dict[str, Any]:
         nodes = self.part_nodes if kind == "part" else self.whole_nodes
-        source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": kind}
+        template = "whole" if kind == "group" else kind
+        source = {"resourceClaimName": claim} if claim else {"resourceClaimTemplateName": template}
+        pod = self._pod_body(name, kind, nodes, source)
+        if group:
+            pod["spec"]["schedulingGroup"] = {"podGroupName": group}
+        if kind == "extended":
+            del pod["spec"]["resourceClaims"]
+            pod["spec"]["containers"][0]["resources"] = {"limits": {EXTENDED_RESOURCE: "1"}}
+        return pod
+
+    @staticmethod
+    def _pod_body(name: str, kind: str, nodes: list[str], source: dict[str, str]) -> dict[str, Any]:
         return {"apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": name, "labels": {"draflow.dev/chaos": kind}},
                 "spec": {"schedulerName": "draflow", "automountServiceAccountToken": False,
@@ -131,7 +155,14 @@ class Churn:
     async def add(self, kind: str) -> None:
         self._seq += 1
         base = f"{kind}-{self._seq}"
-        group = Group(kind, [base] if kind != "shared" else [f"{base}-a", f"{base}-b"])
+        group = Group(kind, [f"{base}-a", f"{base}-b"] if kind in ("shared", "group") else [base])
+        if kind == "group":
+            group.pod_group = base
+            await self.kube.create(POD_GROUPS, {
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": base},
+                "spec": {"schedulingPolicy": {"basic": {}},
+                         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "whole"}]}},
+                namespace=self.namespace)
         if kind == "shared":
             group.claim = base
             await self.kube.create(RESOURCE_CLAIMS, {
@@ -139,7 +170,8 @@ class Churn:
                 "spec": claim_specs()["whole"]}, namespace=self.namespace)
         self.groups[base] = group  # counted from here: a half-made group still holds its unit
         for pod in group.pods:
-            await self.kube.create(PODS, self._pod(pod, kind, group.claim), namespace=self.namespace)
+            await self.kube.create(PODS, self._pod(pod, kind, group.claim, group.pod_group),
+                                   namespace=self.namespace)
             self.created += 1
 
     async def remove(self, base: str) -> None:
@@ -151,6 +183,9 @@ class Churn:
         if group.claim:
             with contextlib.suppress(NotFound):
                 await self.kube.delete(RESOURCE_CLAIMS, group.claim, namespace=self.namespace)
+        if group.pod_group:
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(POD_GROUPS, group.pod_group, namespace=self.namespace)
         del self.groups[base]
 
     async def add_probe(self) -> str:
@@ -171,7 +206,7 @@ class Churn:
 
     async def step(self) -> None:
         """One tick: for each pool, delete a few groups and fill back to a random 70-90 %."""
-        for pool_kinds in (("whole", "opaque", "first", "shared"), ("part",)):
+        for pool_kinds in (WHOLE_KINDS, ("part",)):
             cap = self.capacity(pool_kinds[0])
             target = int(cap * self.rng.uniform(0.7, 0.9))
             mine = [b for b, g in self.groups.items() if g.kind in pool_kinds]

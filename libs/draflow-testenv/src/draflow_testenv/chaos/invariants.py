@@ -1,19 +1,26 @@
 """The chaos run's invariants: pure functions over listed objects and the nodes' files.
 
-Each check takes a :class:`Snapshot` and returns one message per violation (empty: holds). The
-``CONTINUOUS`` checks hold at every moment; the ``SETTLED`` ones once the churn stopped and the stack had
-time to catch up (a pod being scheduled, a claim being deallocated are normal in flight).
+Each check takes a :class:`Snapshot` and returns one message per violation (empty: holds). Those that
+:mod:`.checks` lists as ``CONTINUOUS`` hold at every moment; the ``SETTLED`` ones once the churn stopped
+and the stack had time to catch up (a pod being scheduled, a claim being deallocated are normal in flight).
+The invariants of the newer claim kinds (PodGroup, extended resource, trace roots) are in :mod:`.claimkinds`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from draflow_runtime.dra import allocation_node, claim_names, claim_results, pod_is_finished
+from draflow_runtime.dra import (
+    allocation_node,
+    claim_names,
+    claim_results,
+    is_reserved_for_pod_or_group,
+    pod_is_finished,
+)
 
 Obj = Mapping[str, Any]
 
@@ -47,6 +54,9 @@ class Snapshot:
     claims: list[Obj]
     slices: list[Obj]
     nodes: dict[str, NodeFiles] = field(default_factory=dict)
+    pod_groups: list[Obj] = field(default_factory=list)
+    #: extended resource names the DeviceClasses back (``spec.extendedResourceName``)
+    extended_names: frozenset[str] = frozenset()
 
 
 def _key(obj: Obj) -> str:
@@ -107,7 +117,8 @@ def counters_over_capacity(snap: Snapshot) -> list[str]:
 
 
 def bound_pods_claims(snap: Snapshot) -> list[str]:
-    """A pod bound to a node has each claim allocated for that node and reserved for it."""
+    """A pod bound to a node has each claim (its extended-resource claim too) allocated for that node and
+    reserved for it (or for its PodGroup)."""
     claims = {_key(c): c for c in snap.claims}
     out = []
     for pod in snap.pods:
@@ -116,24 +127,25 @@ def bound_pods_claims(snap: Snapshot) -> list[str]:
             continue
         ns = pod["metadata"]["namespace"]
         wanted = len(pod["spec"].get("resourceClaims") or ())
-        names = claim_names(pod)
-        if len(names) < wanted:
-            out.append(f"pod {_key(pod)} on {node}: {wanted - len(names)} claim(s) without a name")
-        for name in names:
+        if len(claim_names(pod)) < wanted:
+            out.append(f"pod {_key(pod)} on {node}: {wanted - len(claim_names(pod))} claim(s) without a name")
+        for name in claim_names(pod, extended=True):
             claim = claims.get(f"{ns}/{name}")
             status = (claim or {}).get("status") or {}
             if claim is None or not status.get("allocation"):
                 out.append(f"pod {_key(pod)} on {node}: claim {name} not allocated")
             elif allocation_node(claim) not in ("", node):
                 out.append(f"pod {_key(pod)} on {node}: claim {name} allocated for {allocation_node(claim)}")
-            elif not any(r.get("uid") == pod["metadata"]["uid"] for r in status.get("reservedFor") or ()):
+            elif not is_reserved_for_pod_or_group(claim, pod, True):
                 out.append(f"pod {_key(pod)} on {node}: claim {name} not reserved for it")
     return out
 
 
 def allocated_without_consumer(snap: Snapshot) -> list[str]:
-    """(settled) Every allocated claim is reserved for a pod that exists and has not finished."""
+    """(settled) Every allocated claim is reserved for a pod that exists and has not finished, or for a
+    PodGroup that exists."""
     live = {p["metadata"]["uid"] for p in snap.pods if not pod_is_finished(p)}
+    live |= {g["metadata"]["uid"] for g in snap.pod_groups}
     out = []
     for claim in snap.claims:
         status = claim.get("status") or {}
@@ -160,7 +172,7 @@ def node_files(snap: Snapshot) -> list[str]:
     for pod in snap.pods:
         node = pod["spec"].get("nodeName")
         if node and _live(pod):
-            for name in claim_names(pod):
+            for name in claim_names(pod, extended=True):
                 claim = claims.get(f"{pod['metadata']['namespace']}/{name}")
                 if claim is not None:
                     expected[node].add(claim["metadata"]["uid"])
@@ -173,12 +185,3 @@ def node_files(snap: Snapshot) -> list[str]:
                 out.append(f"node {node}: {what} hold claims of no live pod {sorted(extra)}")
     return out
 
-
-Check = Callable[[Snapshot], list[str]]
-CONTINUOUS: list[Check] = [double_allocation, counters_over_capacity, bound_pods_claims]
-SETTLED: list[Check] = [*CONTINUOUS, allocated_without_consumer, pods_not_running, node_files]
-
-
-def run_checks(snap: Snapshot, checks: list[Check]) -> list[str]:
-    """Every violation, prefixed with the check's name."""
-    return [f"{check.__name__}: {msg}" for check in checks for msg in check(snap)]

@@ -15,8 +15,9 @@ from draflow_testenv.flow import NODE_PREFIX, _nodes_ready
 from draflow_testenv.wait import eventually
 
 from . import faults as fault_mod
-from .churn import Churn
-from .invariants import CONTINUOUS, SETTLED, run_checks
+from .checks import CONTINUOUS, SETTLED, run_checks
+from .churn import Churn, extended_names
+from .claimkinds import History
 from .stack import LEASE_NAMESPACE, Stack, ensure_namespace, snapshot
 
 NAMESPACE = "draflow-chaos"
@@ -51,6 +52,8 @@ class Runner:
         self.rows: list[Row] = [Row("(baseline churn)", 0.0)]
         self.t0 = time.monotonic()
         self._suspects: set[str] = set()
+        self.history = History()
+        self.extended = extended_names()
         self.snapshots = 0  # continuous snapshots checked
 
     @property
@@ -69,9 +72,10 @@ class Runner:
         while True:
             self._record(self.stack.check_alive())
             with contextlib.suppress(Exception):
-                snap = await snapshot(kube, NAMESPACE, None, [])
+                snap = await snapshot(kube, NAMESPACE, None, [], self.extended)
                 found = set(run_checks(snap, CONTINUOUS))
                 self.snapshots += 1
+                self._record([f"history: {m}" for m in self.history.observe(snap)])
                 self._record(sorted(found & self._suspects))
                 self._suspects = found
             await asyncio.sleep(2)
@@ -109,7 +113,7 @@ class Runner:
                f"logs in {self.env.logs_dir}")
         churn = Churn(kube, NAMESPACE, self.stack.nodes, opts.gpus)
         await churn.setup()
-        ctx = fault_mod.Ctx(self.env, self.stack, kube, nats_outage=opts.nats_outage)
+        ctx = fault_mod.Ctx(self.env, self.stack, kube, namespace=NAMESPACE, nats_outage=opts.nats_outage)
         tasks = [asyncio.create_task(self._monitor(kube)), asyncio.create_task(self._churn(churn))]
         try:
             await asyncio.sleep(opts.gap * 2)
@@ -141,7 +145,8 @@ class Runner:
         t0, last = time.monotonic(), []
         while time.monotonic() - t0 < self.opts.settle_timeout:
             try:
-                snap = await snapshot(kube, NAMESPACE, self.stack.fleet, self.stack.nodes)
+                snap = await snapshot(kube, NAMESPACE, self.stack.fleet, self.stack.nodes, self.extended)
+                self._record([f"history: {m}" for m in self.history.observe(snap)])
                 last = run_checks(snap, SETTLED)
             except Exception as exc:
                 last = [f"snapshot failed: {exc}"]

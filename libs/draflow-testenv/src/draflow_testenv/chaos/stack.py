@@ -1,6 +1,7 @@
 """The stack a chaos run works on: the five services as ``make up`` starts them (``flow.service_commands``),
-the two controllers twice with ``--leader-elect``, and what the harness needs to kill, restart and watch
-them, plus :func:`snapshot` (the objects and node files the invariants look at)."""
+structured-allocator twice with ``--leader-elect``, claim-controller twice with ``--shards 2`` (each replica
+holds the Leases of some shards), and what the harness needs to kill, restart and watch them, plus
+:func:`snapshot` (the objects and node files the invariants look at)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ from pathlib import Path
 from typing import Any
 
 from draflow_runtime.errors import AlreadyExists, NotFound
-from draflow_runtime.kube import LEASES, NAMESPACES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
+from draflow_runtime.kube import (
+    LEASES,
+    NAMESPACES,
+    POD_GROUPS,
+    PODS,
+    RESOURCE_CLAIMS,
+    RESOURCE_SLICES,
+    KubeClient,
+)
 from draflow_testenv.environment import Environment
 from draflow_testenv.flow import service_commands
 from draflow_testenv.process import ManagedProcess
@@ -19,7 +28,10 @@ from draflow_testenv.servers import free_port
 
 from .invariants import NodeFiles, Snapshot
 
-LEADER_ELECTED = ("claim-controller", "structured-allocator")
+LEADER_ELECTED = ("structured-allocator",)
+SHARDED = "claim-controller"
+SHARDS = 2
+REPLICATED = (*LEADER_ELECTED, SHARDED)
 LEASE_NAMESPACE = "draflow-system"
 
 
@@ -35,10 +47,11 @@ class Stack:
     async def start(self, nodes: int, gpus: int) -> None:
         commands = service_commands(self.env, nodes, gpus, free_port())
         for name, argv in commands:
-            if name in LEADER_ELECTED:
+            if name in REPLICATED:
+                mode = ["--leader-elect"] if name in LEADER_ELECTED else ["--shards", str(SHARDS)]
                 for replica in ("a", "b"):
                     self.procs[f"{name}-{replica}"] = await self.env.run_service(
-                        [*_no_port(argv), "--http-port", "0", "--leader-elect"], name=f"{name}-{replica}")
+                        [*_no_port(argv), "--http-port", "0", *mode], name=f"{name}-{replica}")
             else:
                 self.procs[name] = await self.env.run_service(argv, name=name)
         fleet_arg = commands[0][1].index("--fleet-root") + 1
@@ -72,8 +85,16 @@ class Stack:
 
     async def leader(self, kube: KubeClient, service: str) -> str | None:
         """The replica of ``service`` that holds its Lease now, or None."""
+        return await self.holder(kube, service, service)
+
+    async def shard_holders(self, kube: KubeClient) -> list[str | None]:
+        """Per shard of the claim-controller, the replica holding its Lease now (None: nobody alive)."""
+        return [await self.holder(kube, SHARDED, f"{SHARDED}-shard-{i}") for i in range(SHARDS)]
+
+    async def holder(self, kube: KubeClient, service: str, lease_name: str) -> str | None:
+        """The running replica of ``service`` whose identity (``<host>_<pid>``) holds ``lease_name``."""
         try:
-            lease = await kube.get(LEASES, service, namespace=LEASE_NAMESPACE)
+            lease = await kube.get(LEASES, lease_name, namespace=LEASE_NAMESPACE)
         except NotFound:
             return None
         holder = (lease.get("spec") or {}).get("holderIdentity") or ""
@@ -115,10 +136,13 @@ def read_node_files(node_dir: Path) -> NodeFiles:
     return files
 
 
-async def snapshot(kube: KubeClient, namespace: str, fleet: Path | None, nodes: list[str]) -> Snapshot:
-    """Pods first, then claims and slices (a pod seen bound had its claims reserved before)."""
+async def snapshot(kube: KubeClient, namespace: str, fleet: Path | None, nodes: list[str],
+                   extended_names: frozenset[str] = frozenset()) -> Snapshot:
+    """Pods first, then PodGroups, claims and slices (a pod seen bound had its claims reserved before; a
+    claim seen reserved for a PodGroup had it before)."""
     pods: list[Any] = (await kube.list(PODS, namespace=namespace)).get("items") or []
+    groups: list[Any] = (await kube.list(POD_GROUPS, namespace=namespace)).get("items") or []
     claims: list[Any] = (await kube.list(RESOURCE_CLAIMS, namespace=namespace)).get("items") or []
     slices: list[Any] = (await kube.list(RESOURCE_SLICES)).get("items") or []
     files = {n: read_node_files(fleet / n) for n in nodes} if fleet is not None else {}
-    return Snapshot(pods, claims, slices, files)
+    return Snapshot(pods, claims, slices, files, pod_groups=groups, extended_names=extended_names)

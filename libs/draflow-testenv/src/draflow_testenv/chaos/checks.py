@@ -1,0 +1,29 @@
+"""Which invariants a chaos run checks when: ``CONTINUOUS`` at every snapshot (a violation counts when two
+consecutive snapshots show it), ``SETTLED`` once the churn stopped and the stack caught up; the
+:class:`~draflow_testenv.chaos.claimkinds.History` checks run on every snapshot besides."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .claimkinds import extended_claims, orphan_claims, pod_group_claims, trace_roots
+from .invariants import (
+    Snapshot,
+    allocated_without_consumer,
+    bound_pods_claims,
+    counters_over_capacity,
+    double_allocation,
+    node_files,
+    pods_not_running,
+)
+
+Check = Callable[[Snapshot], list[str]]
+CONTINUOUS: list[Check] = [double_allocation, counters_over_capacity, bound_pods_claims, pod_group_claims,
+                           extended_claims]
+SETTLED: list[Check] = [*CONTINUOUS, allocated_without_consumer, pods_not_running, node_files, orphan_claims,
+                        trace_roots]
+
+
+def run_checks(snap: Snapshot, checks: list[Check]) -> list[str]:
+    """Every violation, prefixed with the check's name."""
+    return [f"{check.__name__}: {msg}" for check in checks for msg in check(snap)]
