@@ -187,9 +187,12 @@ async def apply_plan(
 
     Idempotent per step: a slice already gone counts as deleted. A precondition failure, a conflict or an
     AlreadyExists means the cache was stale; the error propagates (the caller retries from fresh state)
-    and ``result`` holds what was done before it.
+    and ``result`` holds what was done before it. Before an AlreadyExists propagates, a slice of this
+    pool under that name whose publisher labels someone changed gets them back
+    (:func:`restore_labels`): else it would stay out of a label-selected informer's view and every retry
+    would fail the same way.
     """
-    from draflow_runtime.errors import NotFound
+    from draflow_runtime.errors import AlreadyExists, NotFound
     from draflow_runtime.kube import RESOURCE_SLICES
 
     result = result if result is not None else ApplyResult()
@@ -208,7 +211,45 @@ async def apply_plan(
         result.updated += 1
         result.written[out["metadata"]["name"]] = out
     for obj in plan.creates:
-        out = await kube.create(RESOURCE_SLICES, obj, field_manager=field_manager)
+        try:
+            out = await kube.create(RESOURCE_SLICES, obj, field_manager=field_manager)
+        except AlreadyExists:
+            restored = await restore_labels(kube, obj, field_manager=field_manager)
+            if restored is not None:
+                result.updated += 1
+                result.written[restored["metadata"]["name"]] = restored
+            raise
         result.created += 1
         result.written[out["metadata"]["name"]] = out
     return result
+
+
+async def restore_labels(kube: Any, desired: Mapping[str, Any], *,
+                         field_manager: str) -> dict[str, Any] | None:
+    """Put the publisher labels of ``desired`` back on the live slice of that name when it is a slice of
+    the same driver and pool whose labels differ (a user's ``kubectl label``); returns the slice as
+    written, else None (nothing to do, or it changed meanwhile: the caller's retry looks again)."""
+    from draflow_runtime.errors import Conflict, NotFound
+    from draflow_runtime.kube import RESOURCE_SLICES
+    from draflow_runtime.log import get_logger
+
+    name = desired["metadata"]["name"]
+    try:
+        live = await kube.get(RESOURCE_SLICES, name)
+    except NotFound:
+        return None
+    spec, want = live.get("spec") or {}, desired["spec"]
+    if spec.get("driver") != want["driver"] or (spec.get("pool") or {}).get("name") != want["pool"]["name"]:
+        return None  # not this pool's slice: the AlreadyExists stands
+    labels = dict(live["metadata"].get("labels") or {})
+    changed = sorted(k for k, v in desired["metadata"]["labels"].items() if labels.get(k) != v)
+    if not changed:
+        return None  # a stale cache, not an edit
+    body = copy.deepcopy(live)
+    body["metadata"]["labels"] = {**labels, **desired["metadata"]["labels"]}
+    try:
+        out: dict[str, Any] = await kube.replace(RESOURCE_SLICES, body, field_manager=field_manager)
+    except (Conflict, NotFound):
+        return None
+    get_logger(__name__).warning("slice labels changed by someone else put back", slice=name, labels=changed)
+    return out
