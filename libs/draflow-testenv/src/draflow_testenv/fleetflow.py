@@ -109,6 +109,7 @@ class ServiceFlow:
             if service in ("claim-controller", "structured-allocator") and not control_plane:
                 continue
             args = [*args, *(extra or {}).get(service, ())]
+            args = [*args, *(extra or {}).get(service, ())]
             port = free_port() if http else 0
             if port:
                 self.http_ports[service] = port

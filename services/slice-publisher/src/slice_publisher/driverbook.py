@@ -10,7 +10,9 @@ Driver life cycle per (node, driver):
   ``driver-unavailable`` taint removed (the slices are updated in place: same names, same UIDs);
 - stream broken / registration socket gone → devices tainted at once, a wipe scheduled after
   ``driver_gone_grace``; the wipe forgets the state, so the pools' reconciles delete their slices;
-- UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone").
+- UNIMPLEMENTED → state marked, nothing published, nothing deleted ("left alone") while it is registered;
+  its last registration socket gone → the node's slices of the driver (its own, published by itself) are
+  deleted after ``driver_gone_grace`` unless it registers again, as kubelet v1.37.1 wipes them.
 
 Until the start-up clean-up has run (``startup_done``) a pool without driver state is not touched.
 """
@@ -70,6 +72,8 @@ class DriverBook:
         self.covered: Callable[[str], bool] = lambda driver: False
         self.driver_changed: Callable[[str], None] = lambda driver: None
         self.enqueue_after: Callable[[PoolKey, float], None] = lambda key, seconds: enqueue(key)
+        # Deletes the node's slices of a self-publishing driver that left (wired by the publisher).
+        self.wipe_foreign: Callable[[str, str], None] = lambda node, driver: None
 
     def node_known(self, node: str) -> None:
         self.node_by_label.setdefault(node_label_value(node), node)
@@ -108,7 +112,10 @@ class DriverBook:
 
     def on_unavailable(self, node: str, driver: str, reason: str) -> None:
         state = self.states.get((node, driver))
-        if state is None or state.unavailable or state.unimplemented:
+        if state is not None and state.unimplemented:
+            self._schedule_foreign_wipe(node, driver, state, reason)
+            return
+        if state is None or state.unavailable:
             return
         state.unavailable, state.unavailable_at = True, time.monotonic()
         if self._settings.taint_unavailable:
@@ -139,6 +146,24 @@ class DriverBook:
         log.info("driver did not return, removing its slices", node=node, driver=driver)
         self.enqueue_driver(node, driver, set(state.pools))
         self.driver_changed(driver)
+
+    def _schedule_foreign_wipe(self, node: str, driver: str, state: DriverState, reason: str) -> None:
+        """A self-publishing driver left: its slices go after the grace unless it registers again
+        (:meth:`on_unimplemented` cancels)."""
+        if state.wipe:
+            return
+        grace = self._settings.driver_gone_grace
+        state.wipe = asyncio.get_running_loop().call_later(grace, self._wipe_self_published, node, driver)
+        log.info("self-publishing driver left, its slices will be removed unless it returns",
+                 node=node, driver=driver, reason=reason, grace=self._settings.driver_gone_grace)
+
+    def _wipe_self_published(self, node: str, driver: str) -> None:
+        state = self.states.get((node, driver))
+        if state is None or not state.unimplemented or state.wipe is None:
+            return
+        del self.states[(node, driver)]
+        log.info("self-publishing driver did not return, removing its slices", node=node, driver=driver)
+        self.wipe_foreign(node, driver)
 
     def _pools_of(self, node: str, driver: str) -> set[str]:
         state = self.states.get((node, driver))

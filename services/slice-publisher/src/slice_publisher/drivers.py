@@ -255,6 +255,10 @@ class DriverConnections:
             del self._conns[key]
             if not conn.unimplemented:
                 conn.lost("registration socket removed" if stamp is None else "registration socket replaced")
+            elif stamp is None and conn.driver is not None and not self._registered(node, conn.driver):
+                # A self-publishing driver's last endpoint on the node is gone (a rolling update's other
+                # instance keeps it registered): the kubelet wipes its slices after a delay.
+                self._listener.on_unavailable(node, conn.driver, "registration socket removed")
         if stamp is not None:
             conn = DriverConnection(
                 node,
@@ -267,6 +271,10 @@ class DriverConnections:
             task = asyncio.create_task(conn.run(), name=f"driver-{node}-{Path(path).name}")
             self._conns[key] = (stamp, conn, task)
         return Done()
+
+    def _registered(self, node: str, driver: str) -> bool:
+        """Does another registration socket of ``node`` still lead to ``driver``?"""
+        return any(n == node and c.driver == driver for (n, _), (_, c, _) in self._conns.items())
 
     async def close(self) -> None:
         tasks = [t for _, _, t in self._conns.values()]

@@ -61,7 +61,7 @@ from slice_publisher.naming import (
 from slice_publisher.pool_sync import ApplyResult, Plan, apply_plan, plan_pool
 from slice_publisher.settings import PublisherSettings
 from slice_publisher.splitter import InvalidPool, partition_type_dropped
-from slice_publisher.startup import startup_cleanup
+from slice_publisher.startup import startup_cleanup, wipe_self_published
 
 log = get_logger(__name__)
 TRACER_NAME = "slice_publisher"
@@ -113,6 +113,8 @@ class Publisher:
         self.startup_cleaned = asyncio.Event()
         self.queue = WorkQueue(name="slice-publisher")
         self.drivers = DriverBook(settings, self.queue.add, self._published_pools)
+        self._wipes: set[asyncio.Task[None]] = set()  # slices of self-publishing drivers that left
+        self.drivers.wipe_foreign = self._wipe_foreign
         if settings.fleet_mode:
             dirs = fleet_dirs(settings.fleet_root)
             slice_selector = f"{MANAGED_BY_LABEL}={MANAGED_BY_VALUE}"
@@ -182,6 +184,8 @@ class Publisher:
             self.queue.shutdown()
             self.rule_queue.shutdown()
             self.drivers.cancel_wipes()
+            for task in self._wipes:
+                task.cancel()
             await self.slices.stop()
             await self.nodes.stop()
 
@@ -192,6 +196,11 @@ class Publisher:
         drivers |= {d for (_, d), s in self.drivers.states.items() if s.unavailable}
         for driver in drivers:
             self.rule_queue.add(driver)
+
+    def _wipe_foreign(self, node: str, driver: str) -> None:
+        task = asyncio.create_task(wipe_self_published(self, node, driver), name=f"wipe-{node}-{driver}")
+        self._wipes.add(task)
+        task.add_done_callback(self._wipes.discard)
 
     def _sockets_of(self, driver: str) -> dict[str, list[str]]:
         """node -> the registration sockets where ``driver`` was found."""

@@ -37,22 +37,40 @@ async def startup_cleanup(pub: Publisher) -> None:
     # (simulated nodes), and then not those of a registered driver that publishes for itself.
     for node in nodes if pub.settings.wipe_foreign_slices else ():
         try:
-            await _delete_foreign(pub, node, registered, self_publishing)
+            await delete_foreign(pub, node, registered, self_publishing)
         except Exception as exc:
             log.warning("start-up clean-up failed", node=node, error=repr(exc))
     log.info("start-up clean-up done", nodes=len(nodes), drivers=len(registered))
     pub.startup_cleaned.set()
 
 
-async def _delete_foreign(
-    pub: Publisher, node: str, registered: set[tuple[str, str]], self_publishing: set[tuple[str, str]]
+async def wipe_self_published(pub: Publisher, node: str, driver: str) -> None:
+    """Delete the slices of ``node`` that ``driver`` published for itself (it left; see
+    ``DriverBook.on_unavailable``); retried with backoff (1 s doubling) until done or cancelled."""
+    delay = 1.0
+    while True:
+        try:
+            await delete_foreign(pub, node, set(), set(), driver=driver)
+            return
+        except Exception as exc:
+            log.warning("removing a departed driver's slices failed, retrying", node=node, driver=driver,
+                        error=repr(exc), retry_in=delay)
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 60.0)
+
+
+async def delete_foreign(
+    pub: Publisher, node: str, registered: set[tuple[str, str]], self_publishing: set[tuple[str, str]],
+    *, driver: str | None = None,
 ) -> None:
+    """Delete ``node``'s slices slice-publisher did not write (only ``driver``'s when given), except those
+    of ``self_publishing`` drivers; with preconditions (a slice rewritten meanwhile is kept)."""
     lst = await pub.kube.list(
         RESOURCE_SLICES, field_selector=f"spec.nodeName={node}", label_selector=f"!{MANAGED_BY_LABEL}"
     )
     for sl in lst.get("items") or ():
-        driver = sl["spec"]["driver"]
-        if (node, driver) in self_publishing:
+        of = sl["spec"]["driver"]
+        if (driver is not None and of != driver) or (node, of) in self_publishing:
             continue
         meta = sl["metadata"]
         with contextlib.suppress(NotFound, Conflict):
@@ -62,11 +80,11 @@ async def _delete_foreign(
                 preconditions={"uid": meta["uid"], "resourceVersion": meta["resourceVersion"]},
             )
             pub.stats.deleted += 1
-            SLICES_DELETED.labels(driver).inc()
+            SLICES_DELETED.labels(of).inc()
             log.info(
                 "removed slice of a driver we do not serve",
                 node=node,
-                driver=driver,
+                driver=of,
                 slice=meta["name"],
-                registered=(node, driver) in registered,
+                registered=(node, of) in registered,
             )
