@@ -10,6 +10,12 @@ claim-controller lifts its protection finalizer (no pod of it is active), the re
 is deallocated and deleted.
 
 Before: the gate was off in the test environment (no PodGroup API); a member got a claim of its own.
+
+Second test (PodGroupPostFilter, end to end): the group's claim is allocated on node 0 for its first pod;
+that pod ends, the claim stays the group's; the group's next pod can only run on node 1: the group cannot
+be placed, the allocator gives the claim back, allocates it on node 1, the pod runs there (the shim
+prepares it on the new node) and another group's pod takes node 0's freed device. Before: the next pod
+was unschedulable for ever and node 0's device stayed held.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 import pytest
 
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.kube import EVENTS, POD_GROUPS, PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv.featuregates import WANTED_GATES
 from draflow_testenv.fleetflow import ServiceFlow
 
@@ -33,10 +39,10 @@ GROUP = "trainers"
 MEMBERS = ("trainer-0", "trainer-1", "trainer-2")
 
 
-def _pod(flow: ServiceFlow, name: str, group: str | None) -> dict[str, Any]:
+def _pod(flow: ServiceFlow, name: str, group: str | None, node: int = 0) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "schedulerName": flow.scheduler,
-        "nodeSelector": {"kubernetes.io/hostname": flow.nodes[0]},
+        "nodeSelector": {"kubernetes.io/hostname": flow.nodes[node]},
         "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}],
         "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                         "resources": {"claims": [{"name": "gpu"}]}}],
@@ -114,6 +120,60 @@ async def test_a_podgroups_claim_is_made_once_reserved_for_the_group_and_shared_
         await flow.wait_claim_gone(shared_name, "the PodGroup gone, its claim deallocated and deleted")
         with pytest.raises(NotFound):
             await kube.get(POD_GROUPS, GROUP, namespace=ns)
+    finally:
+        await flow.stop()
+        shutil.rmtree(fleet, ignore_errors=True)
+        await flow.clean_up()
+
+
+@pytest.mark.timeout(600)
+async def test_a_groups_claim_on_a_node_its_next_pod_cannot_use_is_given_back_and_both_groups_run(
+    testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+    run_service: Callable[..., Awaitable[Any]],
+) -> None:
+    ns = await make_namespace("podgroup-pf")
+    suffix = ns.rpartition("-")[2]
+    flow = ServiceFlow(testenv, kube, ns, suffix, nodes=2, gpus=1)
+    fleet = Path(tempfile.mkdtemp(prefix="dpf-", dir="/tmp"))
+    try:
+        await flow.start(run_service, fleet)
+        await flow.wait_nodes_ready()
+        await flow.create_objects()
+        group_claims = [{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]
+        for name, claims in ((GROUP, group_claims), ("others", [])):
+            await kube.create(POD_GROUPS, {
+                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+                "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": claims}}, namespace=ns)
+        await kube.create(PODS, _pod(flow, "first", GROUP), namespace=ns)
+        first = await flow.wait_running("first")
+        shared = (await flow.claim_of(first))["metadata"]["name"]
+        await kube.delete(PODS, "first", namespace=ns)
+
+        async def first_gone() -> bool:
+            try:
+                await kube.get(PODS, "first", namespace=ns)
+            except NotFound:
+                return True
+            return False
+
+        await flow.until(first_gone, "the group's first pod gone")
+        held = await kube.get(RESOURCE_CLAIMS, shared, namespace=ns)
+        assert flow.nodes[0] in str(held["status"]["allocation"]["nodeSelector"])  # still the group's
+
+        await kube.create(PODS, _pod(flow, "next", GROUP, node=1), namespace=ns)
+        await kube.create(PODS, _pod(flow, "other", "others", node=0), namespace=ns)
+        assert (await flow.wait_running("next"))["spec"]["nodeName"] == flow.nodes[1]
+        assert (await flow.wait_running("other"))["spec"]["nodeName"] == flow.nodes[0]
+        moved = await kube.get(RESOURCE_CLAIMS, shared, namespace=ns)
+        assert flow.nodes[1] in str(moved["status"]["allocation"]["nodeSelector"])
+        assert [r["name"] for r in moved["status"]["reservedFor"]] == [GROUP]
+
+        async def given_back() -> str | None:
+            events = await kube.list(EVENTS, ns, field_selector="involvedObject.name=next")
+            return next((e["message"] for e in events["items"] if e["reason"] == "ClaimDeallocated"), None)
+
+        message = await flow.until(given_back, "the ClaimDeallocated Event of the group's next pod")
+        assert message.startswith(f'pod group "{ns}/{GROUP}" cannot be placed: deallocated ResourceClaim')
     finally:
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)

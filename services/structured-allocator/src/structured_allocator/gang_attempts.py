@@ -6,7 +6,8 @@ A pending pod with ``spec.schedulingGroup.podGroupName`` is not tried on its own
 under the decision lock:
 
 * the PodGroup is not known yet: the members wait, untouched (upstream GangScheduling ``PreEnqueue``);
-  the PodGroup's arrival retries them;
+  the PodGroup's arrival retries them; a member with scheduling gates or a claim that does not exist yet
+  stays out of the cycle (upstream SchedulingGates and DynamicResources ``PreEnqueue``);
 * a gang whose pods (pending + scheduled) are fewer than ``minCount`` waits, untouched (upstream
   GangScheduling ``PreEnqueue``); a new member retries it;
 * placed: every member that fits starts its write pipeline (its assumptions were made in the cycle);
@@ -37,6 +38,7 @@ from .explain_http import PodExplanation
 from .gang import CycleResult, run_group_cycle
 from .groupcycle import min_count, pending_members_wait
 from .outcomes import Unschedulable, Waiting
+from .podclaims import resolve_claims
 from .podgroup_postfilter import pod_group_post_filter
 
 if TYPE_CHECKING:
@@ -98,8 +100,8 @@ class GroupAttempts:
         placed = {p["metadata"]["uid"] for p in bound}
         placed |= {p["metadata"]["uid"] for p in pending
                    if key_of(p) in sched.in_flight or key_of(p) in sched._bound}
-        members = sorted((p for p in pending if p["metadata"]["uid"] not in placed
-                          and not (p.get("spec") or {}).get("schedulingGates")), key=_queue_order)
+        members = sorted((p for p in pending if p["metadata"]["uid"] not in placed and self._enqueued(p)),
+                         key=_queue_order)
         if (why := pending_members_wait(pod_group, len(pending) + len(bound))) is not None:
             log.debug("pod group waits", reason=why, pods=len(pending) + len(bound))
             return Done()
@@ -114,6 +116,17 @@ class GroupAttempts:
             if result.placed:
                 return self._placed(result, span)
             return self._failed(key, pod_group, result, members[0], len(placed), span)
+
+    def _enqueued(self, pod: Obj) -> bool:
+        """Upstream's PreEnqueue plugins let the pod into the queue: no scheduling gates
+        (SchedulingGates), every claim it names exists (DynamicResources). Others wait outside the
+        cycle; their gate's removal or their claim's arrival retries the group."""
+        if (pod.get("spec") or {}).get("schedulingGates"):
+            return False
+        state = self.sched.state
+        resolved = resolve_claims(pod, state.claims.get, lambda ns, name: state.pod_group(ns, name),
+                                  self.sched.decider.pod_groups)
+        return not isinstance(resolved, Waiting)
 
     def _placed(self, result: CycleResult, span: Any) -> Outcome:
         sched = self.sched

@@ -112,7 +112,8 @@ class Scheduler:
         self.binder = Binder(kube, settings.field_manager, self.tracer, hooks)
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
                                      poll_interval=settings.binding_poll_interval)
-        self._deallocating: set[str] = set()  # claim uids PostFilter is deallocating
+        # claim uids PostFilter is giving back -> pods whose attempt skipped it meanwhile (retried after)
+        self._deallocating: dict[str, set[str]] = {}
         self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, bus,
                                  self.tracer)
         self.explanations = explanations if explanations is not None else ExplanationStore(
@@ -297,8 +298,9 @@ class Scheduler:
         ``consumer_uid``: the one consumer it may still be reserved for (default: the pod)."""
         uid = claim["metadata"]["uid"]
         if uid in self._deallocating:
+            self._deallocating[uid].add(key_of(dict(pod)))
             return
-        self._deallocating.add(uid)
+        self._deallocating[uid] = set()
 
         async def run() -> None:
             try:
@@ -306,7 +308,8 @@ class Scheduler:
                     await give_back(self.binder, self.reporter.recorder, pod, claim, kind=kind, why=why,
                                     consumer_uid=consumer_uid or pod["metadata"]["uid"])
             finally:
-                self._deallocating.discard(uid)
+                for key in self._deallocating.pop(uid, ()):
+                    self.queue.add(key)
 
         self._spawn(run(), f"give-back-{key_of(dict(claim))}")
 
