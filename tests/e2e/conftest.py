@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest_asyncio
 
-from draflow_testenv import node_cleanup
+from draflow_testenv import deploy_e2e, node_cleanup
 from draflow_testenv.cluster import ClusterEnvironment
 
 NODES = ["draflow-node-1", "draflow-node-2"]
@@ -29,3 +30,9 @@ async def cluster() -> AsyncIterator[ClusterEnvironment]:
         yield env
     for layout in env.node_layouts:
         assert await asyncio.to_thread(node_cleanup.leftovers, layout) == [], layout.name
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def installed(cluster: ClusterEnvironment) -> AsyncIterator[list[dict[str, Any]]]:
+    """draflow installed on the cluster by ``kubectl apply -k`` of its e2e overlay (``deploy_e2e``)."""
+    yield await deploy_e2e.install(cluster)

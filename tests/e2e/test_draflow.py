@@ -8,27 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import grpc
 import pytest
-import pytest_asyncio
 
 from draflow_protos.pluginregistration.v1 import api_pb2 as reg_pb
 from draflow_protos.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from draflow_testenv import deploy_e2e, images, klog
+from draflow_testenv import images, klog
 from draflow_testenv.cluster import ClusterEnvironment, kubelet_log_lines
 from draflow_testenv.node import NodeLayout
 from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.e2e
 DRIVER = "gpu.draflow.example"
-
-
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def installed(cluster: ClusterEnvironment) -> AsyncIterator[list[dict[str, Any]]]:
-    yield await deploy_e2e.install(cluster)
 
 
 async def _get(cluster: ClusterEnvironment, path: str) -> Any:

@@ -28,7 +28,10 @@ from upstream_kit import (
     PAIRED,
     UNFIT,
     cdi_spec,
+    claims_of,
+    demo_running,
     expected_running,
+    items,
     namespaced_demo,
     other_node_lookup,
     prepared_problems,
@@ -41,25 +44,15 @@ from draflow_runtime.kube import (
     DEVICE_TAINT_RULES,
     NAMESPACES,
     PODS,
-    RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     KubeClient,
 )
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
-from draflow_testenv.flow import apply_demo
 from draflow_testenv.upstream import dra_log_errors, start_control_plane
 
 pytestmark = pytest.mark.integration
 
 WITHIN = 240.0  # the whole demo on a shared 2-core machine
-
-
-def _items(listing: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(listing.get("items") or [])
-
-
-async def _claims(kube: KubeClient, ns: str) -> dict[str, dict[str, Any]]:
-    return {c["metadata"]["name"]: c for c in _items(await kube.list(RESOURCE_CLAIMS, namespace=ns))}
 
 
 def _devices(claim: dict[str, Any]) -> list[tuple[str, str]]:
@@ -83,18 +76,11 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
                          extra={"reference-driver": ["--profile", "partitionable"]})
         await flow.wait_nodes_ready()
         plane = await start_control_plane(testenv, run_service)
-        await apply_demo(kube, objects)
+        pods = await demo_running(flow, objects, WITHIN)
         expected = expected_running(objects)
-
-        async def all_running() -> dict[str, dict[str, Any]] | None:
-            pods = {p["metadata"]["name"]: p for p in _items(await kube.list(PODS, namespace=ns))}
-            running = {n for n, p in pods.items() if (p.get("status") or {}).get("phase") == "Running"}
-            return pods if set(expected) <= running else None
-
-        pods = await flow.until(all_running, f"every demo pod but {UNFIT} Running", within=WITHIN)
-        claims = await _claims(kube, ns)
+        claims = await claims_of(kube, ns)
         published = {(s["spec"]["driver"], s["spec"]["pool"]["name"], d["name"])
-                     for s in _items(await kube.list(RESOURCE_SLICES))
+                     for s in items(await kube.list(RESOURCE_SLICES))
                      for d in s["spec"].get("devices") or ()}
         problems = [p for name in expected for p in prepared_problems(
             pods[name], claims, flow.cdi_root(pods[name]["spec"]["nodeName"]))]
@@ -147,9 +133,9 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
         await kube.delete_collection(PODS, namespace=ns)
 
         async def cleaned() -> dict[str, dict[str, Any]] | None:
-            if _items(await kube.list(PODS, namespace=ns)):
+            if items(await kube.list(PODS, namespace=ns)):
                 return None
-            left = await _claims(kube, ns)
+            left = await claims_of(kube, ns)
             if set(left) != {"shared-gpu", "too-big", "monitor-gpu"}:
                 return None
             return None if any((c.get("status") or {}).get("allocation") for c in left.values()) else left

@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from draflow_runtime.dra import claim_names, claim_results
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv import klog
-from draflow_testenv.fleetflow import DRIVER
-from draflow_testenv.flow import demo_objects
+from draflow_testenv.fleetflow import DRIVER, ServiceFlow
+from draflow_testenv.flow import apply_demo, demo_objects
 
 CDI_ANNOTATION = "draflow.dev/cdi-devices"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
@@ -156,3 +157,97 @@ def other_node_lookup(line: str, published: set[tuple[str, str, str]]) -> bool:
     rec = klog.parse(line)
     return rec is not None and rec.message == "Failed to get device from manager" and (
         rec.values.get("driver", ""), rec.values.get("pool", ""), rec.values.get("device", "")) in published
+
+
+def _gpu_of(device: str) -> str:
+    """``gpu-3-part-1`` -> ``gpu-3``: the GPU a partition belongs to (a whole GPU is its own)."""
+    return device.partition("-part-")[0]
+
+
+def allocation_shape(pods: Mapping[str, Mapping[str, Any]], claims: Mapping[str, Mapping[str, Any]],
+                     ) -> dict[str, list[tuple[Any, ...]]]:
+    """Per pod, what its claims got, free of the choices two allocators may make differently (which node,
+    which GPU): per claim its pod claim name (the extended-resource claim by container and resource, through
+    ``requestMappings``), devices per request, whole GPUs or partitions, admin access, and whether the
+    devices share one GPU. A pod without a node maps to ``[("unscheduled",)]``."""
+    out: dict[str, list[tuple[Any, ...]]] = {}
+    for name, pod in pods.items():
+        if not pod["spec"].get("nodeName"):
+            out[name] = [("unscheduled",)]
+            continue
+        status = pod.get("status") or {}
+        mappings = (status.get("extendedResourceClaimStatus") or {}).get("requestMappings") or ()
+        by_request = {m["requestName"]: f"{m['containerName']}/{_demo_resource(m['resourceName'])}"
+                      for m in mappings}
+        ext = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+        shape = []
+        for claim_name in claim_names(pod, extended=True):
+            results = claim_results(claims[claim_name])
+            label = "extended" if claim_name == ext else _pod_claim_name(pod, claim_name)
+            counts: dict[str, int] = {}
+            for r in results:
+                request = by_request.get(r["request"], r["request"]) if claim_name == ext else r["request"]
+                counts[request] = counts.get(request, 0) + 1
+            shape.append((label, sorted(counts.items()),
+                          sorted({"partition" if "-part-" in r["device"] else "whole" for r in results}),
+                          sorted({bool(r.get("adminAccess")) for r in results}),
+                          len({_gpu_of(r["device"]) for r in results}) == 1))
+        out[name] = sorted(shape)
+    return out
+
+
+def _demo_resource(name: str) -> str:
+    """``<prefix>.gpu.draflow.example/gpu`` (:func:`namespaced_demo`) -> the demo's own name."""
+    return DEMO_EXTENDED_RESOURCE if name.endswith("." + DEMO_EXTENDED_RESOURCE) else name
+
+
+def _pod_claim_name(pod: Mapping[str, Any], claim_name: str) -> str:
+    for entry in pod["spec"].get("resourceClaims") or ():
+        if entry.get("resourceClaimName") == claim_name:
+            return str(entry["name"])
+    for entry in (pod.get("status") or {}).get("resourceClaimStatuses") or ():
+        if entry.get("resourceClaimName") == claim_name:
+            return str(entry["name"])
+    return claim_name
+
+
+def same_node_problems(pods: Mapping[str, Mapping[str, Any]], claims: Mapping[str, Mapping[str, Any]],
+                       ) -> list[str]:
+    """Node-selection semantics both allocators must keep: a pod runs on the node of every device it got,
+    and the pods sharing a claim share that node."""
+    problems = []
+    by_claim: dict[str, set[str]] = {}
+    for name, pod in pods.items():
+        node = pod["spec"].get("nodeName")
+        for claim_name in claim_names(pod, extended=True) if node else ():
+            by_claim.setdefault(claim_name, set()).add(node)
+            pools = {r["pool"] for r in claim_results(claims[claim_name])}
+            if pools != {node}:
+                problems.append(f"{name} on {node} got devices of {sorted(pools)} ({claim_name})")
+    problems += [f"claim {c} used on nodes {sorted(n)}" for c, n in by_claim.items() if len(n) > 1]
+    return problems
+
+
+def items(listing: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return list(listing.get("items") or [])
+
+
+async def claims_of(kube: KubeClient, ns: str) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in items(await kube.list(RESOURCE_CLAIMS, namespace=ns))}
+
+
+async def demo_running(flow: ServiceFlow, objects: Sequence[Mapping[str, Any]],
+                       within: float) -> dict[str, dict[str, Any]]:
+    """Apply ``objects`` (:func:`namespaced_demo`) and wait until every pod but :data:`UNFIT` is Running;
+    the flow namespace's pods by name."""
+    await apply_demo(flow.kube, list(objects))  # type: ignore[arg-type]
+    expected = expected_running(objects)
+
+    async def all_running() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in items(await flow.kube.list(PODS, namespace=flow.ns))}
+        running = {n for n, p in pods.items() if (p.get("status") or {}).get("phase") == "Running"}
+        return pods if set(expected) <= running else None
+
+    pods: dict[str, dict[str, Any]] = await flow.until(all_running, f"every demo pod but {UNFIT} Running",
+                                                       within=within)
+    return pods

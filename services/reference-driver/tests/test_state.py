@@ -173,3 +173,24 @@ async def test_a_device_prepared_for_another_claim_is_refused_unless_it_allows_m
         await state.unprepare(UID)  # the device is free again
     await state.prepare(OTHER, second, devices)
     assert OTHER in state.prepared_claims
+
+
+@pytest.mark.parametrize("admin_first", [True, False], ids=["admin-prepared-first", "admin-prepared-second"])
+async def test_an_admin_access_claim_shares_a_device_prepared_for_another_claim(tmp_path, admin_first):
+    """adminAccess (DRAAdminAccess): the allocator gives a device that is in use to an admin claim (and a
+    device an admin claim holds to an ordinary one); the driver prepares both in either order, and the
+    checkpoint remembers which device was prepared for admin access across a restart."""
+    state = new_state(tmp_path)
+    devices = node_devices()
+    admin = claim(uid=OTHER, results=[
+        {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": "gpu-1", "adminAccess": True}])
+    admin["metadata"]["name"] = "monitor"
+    order = [(OTHER, admin), (UID, claim())] if admin_first else [(UID, claim()), (OTHER, admin)]
+    for uid, obj in order:
+        await state.prepare(uid, obj, devices)
+    assert set(state.prepared_claims) == {UID, OTHER}
+    again = new_state(tmp_path)  # a restarted driver: the checkpoint says which device is an admin one
+    third = claim(uid="33333333-2222-4333-8444-555555555555")
+    third["metadata"]["name"] = "c3"
+    with pytest.raises(ClaimError, match="device node-1/gpu-1 is already prepared for claim ns/c "):
+        await again.prepare("33333333-2222-4333-8444-555555555555", third, devices)

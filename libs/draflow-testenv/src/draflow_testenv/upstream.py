@@ -80,37 +80,60 @@ async def wait_healthy(url: str, proc: ManagedProcess, timeout: float = READY_TI
         await proc.wait_ready(ok, timeout, interval=0.25)
 
 
+def _gates(env: Any, feature_gates: bool) -> list[str]:
+    on = env.feature_gates if feature_gates else []
+    return [f"--feature-gates={','.join(f'{g}=true' for g in on)}"] if on else []
+
+
+async def start_controller_manager(
+    env: Any, run: Callable[..., Awaitable[ManagedProcess]], *, controllers: Sequence[str] = DRA_CONTROLLERS,
+    qps: int = 5000, feature_gates: bool = True, verbosity: int = 2, name: str = "kube-controller-manager",
+) -> ManagedProcess:
+    """kube-controller-manager running ``controllers`` only, started with ``run`` (``Environment.run_service``
+    or the ``run_service`` fixture) against ``env``'s API server; returns once it is healthy. ``qps``: its
+    client QPS and burst; ``feature_gates``: the gates the API server accepted (False: the binary's
+    defaults); ``verbosity``: klog ``--v``."""
+    binary = await ensure_binary("kube-controller-manager")
+    kubeconfig, port = env.kubeconfig, free_port()
+    kcm = await run([
+        str(binary), f"--kubeconfig={kubeconfig}", f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        f"--controllers={','.join(controllers)}", f"--kube-api-qps={qps}", f"--kube-api-burst={qps}",
+        "--use-service-account-credentials=false", "--leader-elect=false",
+        f"--bind-address={HOST}", f"--secure-port={port}", f"--v={verbosity}", *_gates(env, feature_gates),
+    ], name=name)
+    await wait_healthy(f"https://{HOST}:{port}/healthz", kcm)
+    return kcm
+
+
+async def start_scheduler(
+    env: Any, run: Callable[..., Awaitable[ManagedProcess]], *, qps: int = 5000, feature_gates: bool = True,
+    scheduler_args: Sequence[str] = (), verbosity: int = 2,
+) -> ManagedProcess:
+    """kube-scheduler with its default profile and a configuration of its own (client ``qps``, no leader
+    election), as :func:`start_controller_manager`; ``scheduler_args``: more flags."""
+    binary = await ensure_binary("kube-scheduler")
+    kubeconfig, port = env.kubeconfig, free_port()
+    config = env.state_dir / f"kube-scheduler-{port}.json"
+    config.write_text(scheduler_config(kubeconfig, qps))
+    sched = await run([
+        str(binary), f"--config={config}", f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}", f"--bind-address={HOST}", f"--secure-port={port}",
+        f"--v={verbosity}", *_gates(env, feature_gates), *scheduler_args,
+    ], name="kube-scheduler")
+    await wait_healthy(f"https://{HOST}:{port}/readyz", sched)
+    return sched
+
+
 async def start_control_plane(
     env: Any, run: Callable[..., Awaitable[ManagedProcess]], *, controllers: Sequence[str] = DRA_CONTROLLERS,
     qps: int = 5000, feature_gates: bool = True, scheduler_args: Sequence[str] = (), verbosity: int = 2,
 ) -> ControlPlane:
-    """Start kube-controller-manager (``controllers`` only) and kube-scheduler against ``env``'s API server
-    with ``run`` (``Environment.run_service`` or the ``run_service`` fixture); return once both are healthy.
-
-    ``qps``: client QPS and burst of both (scheduler_perf sets 5000). ``feature_gates``: pass the gates the
-    API server accepted (False: the binaries' defaults). ``scheduler_args``: more kube-scheduler flags.
-    ``verbosity``: klog ``--v`` of both.
-    """
-    bins = await ensure_upstream_binaries()
-    kubeconfig = env.kubeconfig
-    config = env.state_dir / f"kube-scheduler-{free_port()}.json"
-    config.write_text(scheduler_config(kubeconfig, qps))
-    auth = [f"--authentication-kubeconfig={kubeconfig}", f"--authorization-kubeconfig={kubeconfig}"]
-    gates = [f"--feature-gates={','.join(f'{g}=true' for g in env.feature_gates)}"] \
-        if feature_gates and env.feature_gates else []
-    kcm_port, sched_port = free_port(), free_port()
-    kcm = await run([
-        str(bins["kube-controller-manager"]), f"--kubeconfig={kubeconfig}", *auth,
-        f"--controllers={','.join(controllers)}", f"--kube-api-qps={qps}", f"--kube-api-burst={qps}",
-        "--use-service-account-credentials=false", "--leader-elect=false",
-        f"--bind-address={HOST}", f"--secure-port={kcm_port}", f"--v={verbosity}", *gates,
-    ], name="kube-controller-manager")
-    sched = await run([
-        str(bins["kube-scheduler"]), f"--config={config}", *auth,
-        f"--bind-address={HOST}", f"--secure-port={sched_port}", f"--v={verbosity}", *gates, *scheduler_args,
-    ], name="kube-scheduler")
-    await wait_healthy(f"https://{HOST}:{kcm_port}/healthz", kcm)
-    await wait_healthy(f"https://{HOST}:{sched_port}/readyz", sched)
+    """:func:`start_controller_manager` then :func:`start_scheduler` (same arguments)."""
+    kcm = await start_controller_manager(env, run, controllers=controllers, qps=qps,
+                                         feature_gates=feature_gates, verbosity=verbosity)
+    sched = await start_scheduler(env, run, qps=qps, feature_gates=feature_gates,
+                                  scheduler_args=scheduler_args, verbosity=verbosity)
     return ControlPlane(scheduler=sched, controller_manager=kcm)
 
 

@@ -8,7 +8,7 @@ File format (JSON), in the style of the kubelet's checkpoint manager::
                "node": "<node>",
                "preparedClaims": {"<claim uid>": {"namespace": ..., "name": ..., "devices": [
                    {"requestNames": [...], "poolName": ..., "deviceName": ..., "shareID": null,
-                    "cdiDeviceIDs": [...]}]}}}
+                    "cdiDeviceIDs": [...], "adminAccess": true}]}}}   # adminAccess only when true
 
 :func:`encode` and :func:`decode` are pure; :func:`decode` raises :class:`CheckpointCorrupted` on a
 checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename; no
@@ -47,15 +47,19 @@ class PreparedDevice:
     device_name: str
     cdi_device_ids: tuple[str, ...]
     share_id: str | None = None
+    admin_access: bool = False  # allocated with adminAccess: shares the device with any other claim
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "requestNames": list(self.request_names),
             "poolName": self.pool_name,
             "deviceName": self.device_name,
             "shareID": self.share_id,
             "cdiDeviceIDs": list(self.cdi_device_ids),
         }
+        if self.admin_access:
+            out["adminAccess"] = True
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PreparedDevice:
@@ -65,6 +69,7 @@ class PreparedDevice:
             device_name=data["deviceName"],
             cdi_device_ids=tuple(data["cdiDeviceIDs"]),
             share_id=data.get("shareID"),
+            admin_access=bool(data.get("adminAccess", False)),
         )
 
 

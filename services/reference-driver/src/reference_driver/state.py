@@ -11,7 +11,8 @@ Contract (the same as upstream's kubeletplugin):
 - unprepare of a claim the driver does not know succeeds;
 - each claim succeeds or fails on its own;
 - the driver is the last line of defence: a device already prepared for another claim is refused
-  (that claim's error) unless the device allows multiple allocations (:func:`check_exclusive`).
+  (that claim's error) unless the device allows multiple allocations or either claim got it with
+  ``adminAccess`` (DRAAdminAccess: an admin claim may be given a device in use) (:func:`check_exclusive`).
 """
 
 from __future__ import annotations
@@ -100,6 +101,7 @@ def plan_claim(
             device_name=name,
             cdi_device_ids=(cdi.qualified_device_id(driver, identity.cdi_class, cdi_name),),
             share_id=share_id,
+            admin_access=bool(result.get("adminAccess")),
         ))
     spec = cdi.render_claim_spec(driver, identity.cdi_class, uid, ref, cdi_devices)
     claim_entry = PreparedClaim(namespace=meta.get("namespace", ""), name=meta.get("name", ""),
@@ -133,16 +135,18 @@ def check_exclusive(
 ) -> None:
     """Raise :class:`ClaimError` if a device of ``claim`` (UID ``uid``) is already prepared for another
     claim in ``prepared`` and does not allow multiple allocations (``allowMultipleAllocations`` in
-    ``devices``, the node's inventory). Pure."""
+    ``devices``, the node's inventory). A device prepared with admin access, for ``claim`` or for the
+    other claim, is shared (upstream allocates a device in use to an admin-access request). Pure."""
     holders: dict[tuple[str, str], tuple[str, PreparedClaim]] = {}
     for other_uid, other in prepared.items():
         if other_uid != uid:
             for d in other.devices:
-                holders.setdefault((d.pool_name, d.device_name), (other_uid, other))
+                if not d.admin_access:
+                    holders.setdefault((d.pool_name, d.device_name), (other_uid, other))
     for d in claim.devices:
         key = (d.pool_name, d.device_name)
         device = devices.get(key)
-        if key not in holders or (device is not None and device.allow_multiple_allocations):
+        if key not in holders or d.admin_access or (device is not None and device.allow_multiple_allocations):
             continue
         other_uid, other = holders[key]
         raise ClaimError(
