@@ -35,6 +35,7 @@ from draflow_runtime.kube import (
     KubeClient,
 )
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
+from slice_publisher.taints import DRIVER_UNAVAILABLE_KEY
 
 pytestmark = pytest.mark.integration
 
@@ -171,3 +172,40 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
         for resource, name in ((DEVICE_TAINT_RULES, rule), (RESOURCE_POOL_STATUS_REQUESTS, pools)):
             with contextlib.suppress(NotFound):
                 await kube.delete(resource, name)
+
+
+@pytest.mark.timeout(600)
+async def test_slices_claims_and_pods_of_draflows_own_driver_pass_a_go_clients_strict_checks(
+    testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
+    run_service: Callable[..., Awaitable[Any]],
+) -> None:
+    """hack/go-api-check over the objects of draflow's own node side: slice-publisher's slices (with its
+    driver-unavailable taint once reference-driver stops), the claim, the pod's status."""
+    ns = await make_namespace("gp")
+    flow = ServiceFlow(testenv, kube, ns, ns.rpartition("-")[2], nodes=1)
+    (node,) = flow.nodes
+    fleet = Path(tempfile.mkdtemp(prefix="dgp-", dir="/tmp"))
+    try:
+        await flow.start(run_service, fleet)
+        await flow.wait_nodes_ready()
+        await flow.create_objects()
+        await flow.create_pod("ref-0")
+        await flow.wait_running("ref-0")
+        driver = next(p for p in flow.procs if p.name.startswith("reference-driver"))
+        flow.procs.remove(driver)
+        await driver.stop()
+
+        async def tainted() -> bool:
+            slices = (await kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"))["items"]
+            devices = [d for s in slices for d in s["spec"].get("devices") or ()]
+            return any(t["key"] == DRIVER_UNAVAILABLE_KEY for d in devices for t in d.get("taints") or ())
+
+        await flow.until(tainted, "slice-publisher's driver-unavailable taint")
+        report = await go_api_check(testenv, flow)
+        assert report["problems"] == [], report["problems"]
+        for kind in ("ResourceClaim", "Pod", "Lease", "ResourceSlice"):
+            assert report["checked"].get(kind), report["checked"]
+    finally:
+        await flow.stop()
+        shutil.rmtree(fleet, ignore_errors=True)
+        await flow.clean_up()
