@@ -9,6 +9,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	resourcev1alpha3 "k8s.io/api/resource/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/kubernetes/pkg/api/legacyscheme"
@@ -23,6 +24,9 @@ import (
 	"k8s.io/kubernetes/pkg/apis/resource"
 	_ "k8s.io/kubernetes/pkg/apis/resource/install"
 	resourcevalidation "k8s.io/kubernetes/pkg/apis/resource/validation"
+	"k8s.io/kubernetes/pkg/apis/scheduling"
+	_ "k8s.io/kubernetes/pkg/apis/scheduling/install"
+	schedulingvalidation "k8s.io/kubernetes/pkg/apis/scheduling/validation"
 	sigsjson "sigs.k8s.io/json"
 )
 
@@ -63,6 +67,13 @@ var checkers = map[string]checker{
 			before.Status = core.PodStatus{Phase: core.PodPending, QOSClass: in.Status.QOSClass}
 			opts := podutil.GetValidationOptionsFromPodSpecAndMeta(&in.Spec, nil, &in.ObjectMeta, nil)
 			return corevalidation.ValidatePodStatusUpdate(in, before, opts)
+		}), false},
+	"PodGroup": {namespaced("/apis/scheduling.k8s.io/v1beta1", "podgroups"),
+		typed(func(v *schedulingv1beta1.PodGroup, in *scheduling.PodGroup) field.ErrorList {
+			before := in.DeepCopy()
+			before.Status = scheduling.PodGroupStatus{}
+			return append(schedulingvalidation.ValidatePodGroup(in),
+				schedulingvalidation.ValidatePodGroupStatusUpdate(in, before)...)
 		}), false},
 	"Event": {namespaced("/apis/events.k8s.io/v1", "events"),
 		typed(func(v *eventsv1.Event, in *core.Event) field.ErrorList {

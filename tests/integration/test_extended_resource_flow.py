@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from go_driver_kit import go_api_check
 
 from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
@@ -81,6 +82,11 @@ async def test_pods_asking_for_dra_backed_extended_resources_run_and_their_claim
         devices = [r["device"] for c in claims.values()
                    for r in c["status"]["allocation"]["devices"]["results"]]
         assert len(set(devices)) == 3  # never a device twice
+        # A Go client's strict decoding and upstream's validation of the special claims and the pods'
+        # extendedResourceClaimStatus (hack/go-api-check).
+        report = await go_api_check(testenv, flow)
+        assert report["problems"] == [], report["problems"]
+        assert report["checked"]["ResourceClaim"] == 2 and report["checked"]["Pod"] == 2, report["checked"]
 
         for name, claim in claims.items():
             await kube.delete(PODS, name, namespace=ns)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from go_driver_kit import go_api_check
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import EVENTS, POD_GROUPS, PODS, RESOURCE_CLAIMS, KubeClient
@@ -94,6 +95,12 @@ async def test_a_podgroups_claim_is_made_once_reserved_for_the_group_and_shared_
         solo = await flow.claim_of(pods["solo"])
         assert solo["metadata"]["name"] != shared_name
         assert [r["uid"] for r in solo["status"]["reservedFor"]] == [pods["solo"]["metadata"]["uid"]]
+        # A Go client's strict decoding and upstream's validation of the PodGroup's status, the claims
+        # reserved for a group and the pods (hack/go-api-check).
+        report = await go_api_check(testenv, flow)
+        assert report["problems"] == [], report["problems"]
+        checked = report["checked"]
+        assert checked["PodGroup"] == 1 and checked["ResourceClaim"] == 2, checked
 
         for name in MEMBERS:
             await kube.delete(PODS, name, namespace=ns)
