@@ -142,8 +142,15 @@ class ManagedProcess:
             _signal_group(self._proc.pid, signal.SIGCONT)
 
     async def kill(self) -> int | None:
-        """SIGKILL the process group at once (a crash, for tests)."""
-        return await self.stop(grace=0.0)
+        """SIGKILL the process group at once (a crash, for tests): no SIGTERM first, so the process never
+        starts a graceful shut-down (releasing a Lease, flushing spans) it would not get in a crash."""
+        proc = self._proc
+        if proc is None:
+            return None
+        _signal_group(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        _LIVE.pop(proc.pid, None)
+        return proc.returncode
 
     async def wait(self) -> int:
         assert self._proc is not None
