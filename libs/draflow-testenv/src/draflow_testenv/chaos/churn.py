@@ -37,6 +37,7 @@ PARTITIONS_PER_GPU = 4  # the reference driver's partitionable profile
 WHOLE_KINDS = ("whole", "opaque", "first", "shared", "group", "extended")
 KINDS = (*WHOLE_KINDS, "part")
 EXTENDED_RESOURCE = "gpu.draflow.example/gpu"  # deploy/demo/10-deviceclasses.yaml
+IMPLICIT_EXTENDED_RESOURCE = "deviceclass.resource.kubernetes.io/gpu.draflow.example"
 _OPAQUE = {"opaque": {"driver": DRIVER, "parameters": {
     "kind": "GpuConfig", "apiVersion": f"{DRIVER}/v1",
     "sharing": {"strategy": "TimeSlicing", "timeSlicing": {"interval": "Long"}}}}}
@@ -80,6 +81,7 @@ class Group:
     pods: list[str]
     claim: str | None = None
     pod_group: str | None = None
+    gang: bool = False
 
 
 @dataclass
@@ -134,9 +136,10 @@ class Churn:
         pod = self._pod_body(name, kind, nodes, source)
         if group:
             pod["spec"]["schedulingGroup"] = {"podGroupName": group}
-        if kind == "extended":
+        if kind == "extended":  # by the class's extendedResourceName, or its implicit name
             del pod["spec"]["resourceClaims"]
-            pod["spec"]["containers"][0]["resources"] = {"limits": {EXTENDED_RESOURCE: "1"}}
+            resource = self.rng.choice((EXTENDED_RESOURCE, IMPLICIT_EXTENDED_RESOURCE))
+            pod["spec"]["containers"][0]["resources"] = {"limits": {resource: "1"}}
         return pod
 
     @staticmethod
@@ -158,9 +161,11 @@ class Churn:
         group = Group(kind, [f"{base}-a", f"{base}-b"] if kind in ("shared", "group") else [base])
         if kind == "group":
             group.pod_group = base
+            group.gang = self.rng.random() < 0.5  # members placed together (GangScheduling) or each alone
+            policy = {"gang": {"minCount": len(group.pods)}} if group.gang else {"basic": {}}
             await self.kube.create(POD_GROUPS, {
                 "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": base},
-                "spec": {"schedulingPolicy": {"basic": {}},
+                "spec": {"schedulingPolicy": policy,
                          "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "whole"}]}},
                 namespace=self.namespace)
         if kind == "shared":
@@ -175,7 +180,12 @@ class Churn:
             self.created += 1
 
     async def remove(self, base: str) -> None:
+        """Delete the group's pods, then its claim or PodGroup; a PodGroup half of the time first (its
+        protection finalizer keeps it until none of its pods is active)."""
         group = self.groups[base]
+        if group.pod_group and self.rng.random() < 0.5:
+            with contextlib.suppress(NotFound):
+                await self.kube.delete(POD_GROUPS, group.pod_group, namespace=self.namespace)
         for pod in group.pods:
             with contextlib.suppress(NotFound):
                 await self.kube.delete(PODS, pod, namespace=self.namespace)
@@ -187,6 +197,24 @@ class Churn:
             with contextlib.suppress(NotFound):
                 await self.kube.delete(POD_GROUPS, group.pod_group, namespace=self.namespace)
         del self.groups[base]
+
+    async def replace_member(self) -> None:
+        """A PodGroup (basic policy) that runs on loses a member and gets a new one: the group's claim stays
+        reserved for the group, the new member must use it where it is allocated."""
+        bases = [b for b, g in self.groups.items() if g.pod_group and not g.gang]
+        if not bases:
+            return
+        group = self.groups[self.rng.choice(bases)]
+        with contextlib.suppress(NotFound):
+            await self.kube.delete(PODS, group.pods[0], namespace=self.namespace)
+            self.deleted += 1
+        group.pods.pop(0)
+        self._seq += 1
+        name = f"{group.pod_group}-m{self._seq}"
+        group.pods.append(name)
+        await self.kube.create(PODS, self._pod(name, "group", None, group.pod_group),
+                               namespace=self.namespace)
+        self.created += 1
 
     async def add_probe(self) -> str:
         """A partition pod outside the churn's groups (the runner's "serves again" probe; the churn leaves
@@ -205,7 +233,8 @@ class Churn:
         return (obj.get("status") or {}).get("phase") == "Running"
 
     async def step(self) -> None:
-        """One tick: for each pool, delete a few groups and fill back to a random 70-90 %."""
+        """One tick: for each pool, delete a few groups and fill back to a random 70-90 %; now and then a
+        PodGroup's member replaced."""
         for pool_kinds in (WHOLE_KINDS, ("part",)):
             cap = self.capacity(pool_kinds[0])
             target = int(cap * self.rng.uniform(0.7, 0.9))
@@ -215,6 +244,8 @@ class Churn:
                     await self.remove(base)
                 while self.used(pool_kinds[0]) < target:
                     await self.add(self.rng.choice(pool_kinds))
+                if "group" in pool_kinds and self.rng.random() < 0.3:
+                    await self.replace_member()
             except Exception:  # the API server may be down: a fault is running; next tick goes on
                 self.errors += 1
 

@@ -19,8 +19,10 @@ from .checks import CONTINUOUS, SETTLED, run_checks
 from .churn import Churn, extended_names
 from .claimkinds import History
 from .stack import LEASE_NAMESPACE, Stack, ensure_namespace, snapshot
+from .traceroots import fetch_roots, trace_root_violations
 
 NAMESPACE = "draflow-chaos"
+TRACE_EXPORT_DELAY = 7.0  # the services' BatchSpanProcessor exports every 5 s
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Runner:
         self.history = History()
         self.extended = extended_names()
         self.snapshots = 0  # continuous snapshots checked
+        self.roots = 0  # claim.seen spans found in Jaeger
 
     @property
     def row(self) -> Row:
@@ -135,6 +138,7 @@ class Runner:
         self.rows.append(Row("(settle)", self._now()))
         await _retry(churn.stop_and_fill)
         await self._settle(kube)
+        await self._trace_roots(kube)
         self._record(self.stack.check_alive())
         await kube.close()
         self._table(churn)
@@ -156,6 +160,19 @@ class Runner:
             await asyncio.sleep(2)
         self._record(last)
 
+    async def _trace_roots(self, kube: KubeClient) -> None:
+        """Jaeger holds at most one trace root per claim, the one its annotation names (spans are exported
+        in batches every 5 s: wait for the last ones first)."""
+        await asyncio.sleep(TRACE_EXPORT_DELAY)
+        try:
+            roots = await fetch_roots(self.env.jaeger_query_url, NAMESPACE)
+            snap = await snapshot(kube, NAMESPACE, None, [])
+        except Exception as exc:
+            self._record([f"trace roots: Jaeger or the API server did not answer: {exc}"])
+            return
+        self.roots = len(roots)
+        self._record([f"trace_roots_in_jaeger: {m}" for m in trace_root_violations(snap.claims, roots)])
+
     def _abort(self) -> None:
         dead = self.stack.check_alive()
         assert not dead, dead
@@ -173,7 +190,8 @@ class Runner:
                 _print(f"    {v}")
         faults = len(self.rows) - 2
         _print(f"churn: {churn.created} pods created, {churn.deleted} deleted, {churn.errors} failed ticks; "
-               f"{self.snapshots} snapshots checked; {self._now():.0f}s in all")
+               f"{self.snapshots} snapshots checked, {self.roots} claim.seen roots in Jaeger; "
+               f"{self._now():.0f}s in all")
         _print(f"chaos: {sum(len(r.violations) for r in self.rows)} violations in {faults} faults")
 
 
