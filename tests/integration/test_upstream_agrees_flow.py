@@ -8,7 +8,7 @@ match: every pod that runs under one runs under the other, each claim gets the s
 request, the same kind of device (whole GPU or partition), the same admin access, devices of one GPU where a
 ``matchAttribute`` asks for it, the first alternative of a ``firstAvailable`` request that fits, and the same
 node-selection semantics (a pod on its devices' node, the pods sharing a claim on one node); the claim that
-fits nowhere is refused by both.
+fits nowhere is refused by both, and neither hands out a device a NoSchedule DeviceTaintRule taints.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ from upstream_kit import (
     same_node_problems,
 )
 
+from draflow_runtime.dra import claim_results
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import DEVICE_CLASSES, NAMESPACES, PODS, KubeClient
-from draflow_testenv.fleetflow import ServiceFlow
+from draflow_runtime.kube import DEVICE_CLASSES, DEVICE_TAINT_RULES, NAMESPACES, PODS, KubeClient
+from draflow_testenv.fleetflow import DRIVER, ServiceFlow
 from draflow_testenv.upstream import start_control_plane
 
 pytestmark = pytest.mark.integration
 
 WITHIN = 240.0
+TAINTED = "gpu-0"
 
 
 async def _run(stack: str, testenv: Any, kube: KubeClient, make_namespace: Callable[..., Awaitable[str]],
@@ -54,12 +56,18 @@ async def _run(stack: str, testenv: Any, kube: KubeClient, make_namespace: Calla
     upstream = stack == "upstream"
     objects = namespaced_demo(ns, suffix, flow.nodes, scheduler=None if upstream else flow.scheduler)
     started: list[Any] = []
+    rule = f"{suffix}-reserved-gpu"
     try:
         await flow.start(run_service, fleet, control_plane=not upstream,
                          extra={"reference-driver": ["--profile", "partitionable"]})
         await flow.wait_nodes_ready()
         if upstream:
             started = list((await start_control_plane(testenv, run_service)).processes.values())
+        # gpu-0 of every node tainted NoSchedule: neither allocator may hand it out.
+        await kube.create(DEVICE_TAINT_RULES, {
+            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": rule},
+            "spec": {"deviceSelector": {"driver": DRIVER, "device": TAINTED},
+                     "taint": {"key": "draflow.example/reserved", "effect": "NoSchedule"}}})
         pods = await demo_running(flow, objects, WITHIN)
         return pods, await claims_of(kube, ns)
     finally:
@@ -69,6 +77,8 @@ async def _run(stack: str, testenv: Any, kube: KubeClient, make_namespace: Calla
         shutil.rmtree(fleet, ignore_errors=True)
         await kube.delete_collection(PODS, namespace=ns)
         await flow.clean_up()
+        with contextlib.suppress(NotFound):
+            await kube.delete(DEVICE_TAINT_RULES, rule)
         for obj in objects:
             if obj["kind"] == "DeviceClass":
                 with contextlib.suppress(NotFound):
@@ -90,5 +100,8 @@ async def test_draflow_allocates_the_demo_as_upstream_kube_scheduler_does(
               for pod in sorted(set(upstream) | set(draflow)) if upstream.get(pod) != draflow.get(pod)}
     assert differ == {}, differ
     assert upstream[UNFIT] == [("unscheduled",)]
+    for stack, claims in (("upstream", up_claims), ("draflow", df_claims)):
+        used = [c for c, claim in claims.items() if any(r["device"] == TAINTED for r in claim_results(claim))]
+        assert used == [], f"{stack} allocated the NoSchedule-tainted {TAINTED} to {used}"
     # The shape has something in it: e.g. the firstAvailable pod got the second alternative, one GPU.
     assert upstream["flexible"] == [("gpu", [("gpu/one", 1)], ["whole"], [False], True)]

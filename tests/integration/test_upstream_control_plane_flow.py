@@ -100,6 +100,10 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
         assert all("-part-" in d for _, d in _devices(claim_of("notebook-0")))
         paired = _devices(claim_of(PAIRED))
         assert len(paired) == 2 and len({d.rpartition("-part-")[0] for _, d in paired}) == 1, paired
+        mixed = _devices(claim_of("mixed"))
+        assert [r for r, _ in mixed] == ["part", "whole"], mixed
+        assert mixed[0][1].rpartition("-part-")[0] != mixed[1][1], mixed  # never the same GPU
+        assert len(_devices(claim_of("versioned"))) == 1
         (admin,) = claim_results(claim_of(ADMIN))
         assert admin.get("adminAccess") is True, admin
         unfit = pods[UNFIT]

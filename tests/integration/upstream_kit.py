@@ -88,8 +88,10 @@ def _pod(name: str, claim_ref: Mapping[str, str]) -> dict[str, Any]:
 
 def extra_objects() -> list[dict[str, Any]]:
     """What the demo does not show, in the demo's namespace and classes: ``paired`` (two partitions with
-    the same ``parentUUID``: a matchAttribute constraint) and ``monitor`` (admin access to a whole GPU;
-    its namespace needs the :data:`ADMIN_ACCESS_LABEL`)."""
+    the same ``parentUUID``: a matchAttribute constraint), ``monitor`` (admin access to a whole GPU; its
+    namespace needs the :data:`ADMIN_ACCESS_LABEL`), ``versioned`` (CEL on a version and an int attribute)
+    and ``mixed`` (a whole GPU and a partition in one claim, a matchAttribute across both requests: never
+    the same GPU, whose partitions share its counters)."""
     paired = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
               "metadata": {"name": "two-partitions-one-gpu", "namespace": "draflow-demo"},
               "spec": {"spec": {"devices": {
@@ -100,8 +102,24 @@ def extra_objects() -> list[dict[str, Any]]:
              "metadata": {"name": "monitor-gpu", "namespace": "draflow-demo"},
              "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                  "deviceClassName": "gpu.draflow.example", "adminAccess": True}}]}}}
-    return [paired, admin, _pod(PAIRED, {"resourceClaimTemplateName": "two-partitions-one-gpu"}),
-            _pod(ADMIN, {"resourceClaimName": "monitor-gpu"})]
+    versioned = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                 "metadata": {"name": "driver-at-least-1", "namespace": "draflow-demo"},
+                 "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                     "deviceClassName": "gpu.draflow.example", "selectors": [{"cel": {"expression":
+                         f'device.attributes["{DRIVER}"].driverVersion.isGreaterThan(semver("0.9.0")) && '
+                         f'device.attributes["{DRIVER}"].index >= 0'}}]}}]}}}}
+    mixed = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+             "metadata": {"name": "gpu-and-partition", "namespace": "draflow-demo"},
+             "spec": {"spec": {"devices": {
+                 "requests": [
+                     {"name": "whole", "exactly": {"deviceClassName": "gpu.draflow.example"}},
+                     {"name": "part", "exactly": {"deviceClassName": "gpu-partition.draflow.example"}}],
+                 "constraints": [{"matchAttribute": f"{DRIVER}/model"}]}}}}
+    return [paired, admin, versioned, mixed,
+            _pod(PAIRED, {"resourceClaimTemplateName": "two-partitions-one-gpu"}),
+            _pod(ADMIN, {"resourceClaimName": "monitor-gpu"}),
+            _pod("versioned", {"resourceClaimTemplateName": "driver-at-least-1"}),
+            _pod("mixed", {"resourceClaimTemplateName": "gpu-and-partition"})]
 
 
 def expected_running(objects: Sequence[Mapping[str, Any]]) -> list[str]:
