@@ -52,7 +52,7 @@ func (d *driver) deviceNames() []string {
 	return names
 }
 
-// resources is the node's one pool (named after the node) with one slice of every device.
+// resources is the node's one pool (named after the node), its devices in --slices slices.
 func (d *driver) resources() resourceslice.DriverResources {
 	devices := make([]resourceapi.Device, 0, d.c.devices)
 	for i, name := range d.deviceNames() {
@@ -67,9 +67,14 @@ func (d *driver) resources() resourceslice.DriverResources {
 			},
 		})
 	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
-		d.c.nodeName: {Slices: []resourceslice.Slice{{Devices: devices}}},
-	}}
+	n := max(d.c.slices, 1)
+	slices := make([]resourceslice.Slice, n)
+	per := (len(devices) + n - 1) / n
+	for i := range slices {
+		start, end := min(i*per, len(devices)), min((i+1)*per, len(devices))
+		slices[i].Devices = devices[start:end]
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{d.c.nodeName: {Slices: slices}}}
 }
 
 // PrepareResourceClaims writes one CDI spec file per claim (named by its UID) with one CDI device per

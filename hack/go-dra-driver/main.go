@@ -39,6 +39,7 @@ type config struct {
 	cdiDir         string
 	journal        string
 	devices        int
+	slices         int
 	healthInterval time.Duration
 	rollingUID     string
 	nodeV1         bool
@@ -59,6 +60,7 @@ func flags() *config {
 	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "where CDI spec files are written")
 	fs.StringVar(&c.journal, "journal", "", "append what the driver saw as JSON lines to this file (empty: none)")
 	fs.IntVar(&c.devices, "devices", 4, "number of devices (gpu-0 ... gpu-N-1) in the node's pool")
+	fs.IntVar(&c.slices, "slices", 1, "ResourceSlices the pool is published in (devices dealt out in order)")
 	fs.DurationVar(&c.healthInterval, "health-interval", 10*time.Second, "how often device health is re-sent")
 	fs.StringVar(&c.rollingUID, "rolling-update-uid", "", "this instance's pod UID: enables the helper's rolling updates (sockets named by it)")
 	fs.BoolVar(&c.nodeV1, "node-v1", true, "serve and announce DRA gRPC v1")

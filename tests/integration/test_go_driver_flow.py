@@ -60,10 +60,14 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
     rule, pools = f"{flow.prefix}rule", f"{flow.prefix}pools"
     try:
         await flow.start(run_service, fleet, reference_driver=False)
-        driver = await start_driver(run_service, fleet, node)
+        driver = await start_driver(run_service, fleet, node, "--slices", "2")
         flow.procs.append(driver)
-        # The driver's own slices (upstream's resourceslice controller) make the node usable.
+        # The driver's own slices (upstream's resourceslice controller: one pool in two slices, named
+        # and counted its way) make the node usable.
         await flow.wait_nodes_ready()
+        own = (await kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"))["items"]
+        assert sorted((s["spec"]["pool"]["resourceSliceCount"], len(s["spec"]["devices"])) for s in own) == [
+            (2, 2), (2, 2)], own
         # The shim told the driver's registration server that it is registered.
         regs = await flow.until(lambda: journal(log, "registration"), "the driver's registration status")
         assert regs[-1]["registered"] is True and not regs[-1].get("error"), regs
@@ -164,7 +168,7 @@ async def test_go_kubeletplugin_driver_registers_prepares_and_unprepares_through
 
         # slice-publisher (started with --wipe-foreign-slices) left the self-publishing driver's slices.
         slices = (await kube.list(RESOURCE_SLICES, field_selector=f"spec.nodeName={node}"))["items"]
-        assert [s["spec"]["driver"] for s in slices] == [DRIVER], slices
+        assert [s["spec"]["driver"] for s in slices] == [DRIVER, DRIVER], slices
     finally:
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)
