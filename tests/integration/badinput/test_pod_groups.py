@@ -1,7 +1,8 @@
 """PodGroups (``scheduling.k8s.io/v1beta1``, DRAWorkloadResourceClaims) written wrong or changed under
 the services: a pod naming a PodGroup that does not exist, a group whose claim template is missing, two
 groups listing the same template, a group deleted while its members wait. Each is reported naming the
-object, nothing is half-written, and the pod runs once the input is right."""
+object (a missing PodGroup is not: as upstream, its members wait outside the queue), nothing is
+half-written, and the pod runs once the input is right."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from badinput_kit import DRIVER, Stack
 from draflow_runtime.dra import claim_names
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIMS
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -28,6 +30,11 @@ async def _group(stack: Stack, name: str, template: str) -> dict[str, Any]:
 
 async def _member(stack: Stack, name: str, group: str, template: str = "one-gpu") -> None:
     await stack.pod(name, {"gpu": {"resourceClaimTemplateName": template}}, group=group)
+
+
+async def _untouched(stack: Stack, pod: str) -> bool:
+    obj = await stack.kube.get(PODS, pod, namespace=stack.ns)
+    return not claim_names(obj) and not obj["spec"].get("nodeName")
 
 
 async def _gone(stack: Stack, res: Any, name: str) -> None:
@@ -51,12 +58,15 @@ async def _delete_group(stack: Stack, name: str) -> None:
         pass
 
 
-async def test_a_pod_of_a_missing_podgroup_is_told_and_runs_once_the_group_exists(stack: Stack) -> None:
+async def test_a_pod_of_a_missing_podgroup_waits_untouched_and_runs_once_the_group_exists(
+    stack: Stack,
+) -> None:
+    # As upstream (GangScheduling and resourceclaim controller): a member of a PodGroup that does not
+    # exist waits outside the queue, nothing is made or written for it (no claim, no binding).
     group, pod = stack.name("later-group"), stack.name("lonely-member")
     await _member(stack, pod, group)
     try:
-        await stack.wait_condition(pod, f'PodGroup "{stack.ns}/{group}" does not exist')
-        assert not claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))  # nothing made for it
+        await consistently(lambda: _untouched(stack, pod), 2.0, f"{pod} waits for PodGroup {group}")
         await stack.still_serving()
 
         await _group(stack, group, "one-gpu")
@@ -140,7 +150,8 @@ async def test_a_podgroup_deleted_while_its_member_waits_leaves_no_claim_behind(
         await _delete_group(stack, group)
         await _gone(stack, POD_GROUPS, group)
         await stack.flow.wait_claim_gone(name, "the deleted PodGroup's claim deleted")
-        await stack.wait_condition(pod, f'PodGroup "{stack.ns}/{group}" does not exist')
+        obj = await stack.kube.get(PODS, pod, namespace=stack.ns)
+        assert not obj["spec"].get("nodeName"), obj["spec"].get("nodeName")
         await stack.still_serving()
     finally:
         await stack.kube.delete(PODS, pod, namespace=stack.ns)
