@@ -44,6 +44,7 @@ from draflow_runtime.kube import (
     DEVICE_TAINT_RULES,
     NAMESPACES,
     PODS,
+    RESOURCE_CLAIMS,
     RESOURCE_SLICES,
     KubeClient,
 )
@@ -111,26 +112,37 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
         assert any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
                    for c in (unfit.get("status") or {}).get("conditions") or ()), unfit.get("status")
 
-        # A NoExecute DeviceTaintRule on inference-0's device: kube-controller-manager evicts the pod, the
-        # shim unprepares its claim (the CDI spec goes) and the claim is deleted.
-        victim = claim_of("inference-0")
-        (result,) = claim_results(victim)
-        node = pods["inference-0"]["spec"]["nodeName"]
-        await kube.create(DEVICE_TAINT_RULES, {
-            "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "metadata": {"name": rule},
-            "spec": {"deviceSelector": {"driver": DRIVER, "pool": result["pool"], "device": result["device"]},
-                     "taint": {"key": "draflow.example/broken", "effect": "NoExecute"}}})
+        # A NoExecute DeviceTaintRule on inference-0's device and one on the shared claim's device:
+        # kube-controller-manager evicts the pods, the shim unprepares their claims once the last pod is
+        # gone (the CDI specs go), the generated claim is deleted and the shared one deallocated.
+        victims = {"inference-0": ("inference-0",), "shared-gpu": ("shared-0", "shared-1", "shared-2")}
+        for i, owner in enumerate(victims):
+            claim = claims["shared-gpu"] if owner == "shared-gpu" else claim_of(owner)
+            (result,) = claim_results(claim)
+            await kube.create(DEVICE_TAINT_RULES, {
+                "apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule",
+                "metadata": {"name": f"{rule}-{i}"},
+                "spec": {"deviceSelector": {"driver": DRIVER, "pool": result["pool"],
+                                            "device": result["device"]},
+                         "taint": {"key": "draflow.example/broken", "effect": "NoExecute"}}})
 
         async def evicted() -> bool:
-            try:
-                await kube.get(PODS, "inference-0", namespace=ns)
-            except NotFound:
-                return True
-            return False
+            left = {p["metadata"]["name"] for p in items(await kube.list(PODS, namespace=ns))}
+            return not left & {p for users in victims.values() for p in users}
 
-        await flow.until(evicted, "inference-0 evicted for its tainted device")
-        await flow.wait_claim_gone(victim["metadata"]["name"], "the evicted pod's claim deleted")
-        assert cdi_spec(flow.cdi_root(node), victim["metadata"]["uid"]) is None
+        await flow.until(evicted, "the pods of the tainted devices evicted")
+        await flow.wait_claim_gone(claim_of("inference-0")["metadata"]["name"],
+                                   "the evicted pod's claim deleted")
+
+        async def shared_released() -> bool:
+            shared = await kube.get(RESOURCE_CLAIMS, "shared-gpu", namespace=ns)
+            return not (shared.get("status") or {}).get("allocation")
+
+        await flow.until(shared_released, "the shared claim deallocated after its last pod was evicted")
+        for owner, users in victims.items():
+            claim = claims["shared-gpu"] if owner == "shared-gpu" else claim_of(owner)
+            node = pods[users[0]]["spec"]["nodeName"]
+            assert cdi_spec(flow.cdi_root(node), claim["metadata"]["uid"]) is None, owner
 
         # Deleting every pod unprepares every claim; generated claims are deleted, the user claims are
         # deallocated.
@@ -157,8 +169,9 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
         await flow.stop()
         shutil.rmtree(fleet, ignore_errors=True)
         await flow.clean_up()
-        with contextlib.suppress(NotFound):
-            await kube.delete(DEVICE_TAINT_RULES, rule)
+        for i in range(2):
+            with contextlib.suppress(NotFound):
+                await kube.delete(DEVICE_TAINT_RULES, f"{rule}-{i}")
         for obj in objects:
             if obj["kind"] == "DeviceClass":
                 with contextlib.suppress(NotFound):
