@@ -4,7 +4,8 @@ alone: a claim the PodGroup lists by name is allocated for the first member with
 itself (the API server takes both kinds of entry in one list, merged by UID). Pod-group cycles: a gang
 that cannot be placed as a whole is not placed at all (no device held) and the next gang places; a
 group's claim allocated for a node the group can no longer use is given back by PodGroupPostFilter,
-then allocated where the group fits, and another group takes the freed device."""
+then allocated where the group fits, and another group takes the freed device; a gang's pods wait
+untouched for their PodGroup and for ``minCount`` pods, then are placed in one go."""
 
 from __future__ import annotations
 
@@ -131,3 +132,27 @@ async def test_a_groups_claim_stuck_on_a_node_the_group_cannot_use_is_given_back
     message = await eventually(given_back, what="the ClaimDeallocated Event")
     assert message == (f'pod group "{kit.namespace}/trainers" cannot be placed: deallocated ResourceClaim '
                        f'"{kit.namespace}/shared" so that it can be allocated again')
+
+
+async def test_a_gang_waits_for_min_count_pods_and_its_podgroup_then_places_in_one_go(kit: Kit) -> None:
+    node = await kit.node("n", labels={"gang-wait": kit.suffix})
+    await kit.slice(node, 4)
+    await kit.device_class_()
+    await kit.start()
+    pin = {"nodeSelector": {"gang-wait": kit.suffix}, "schedulingGroup": {"podGroupName": "crew"}}
+    for i in range(3):
+        await kit.claim(f"crew-{i}")
+    await kit.pod("crew-0", {"gpu": {"resourceClaimName": "crew-0"}}, **pin)  # no PodGroup yet: waits
+    await kit.pod("crew-1", {"gpu": {"resourceClaimName": "crew-1"}}, **pin)
+    await _group(kit, "crew", {"gang": {"minCount": 3}})  # two pods of three: still waits
+    await kit.claim("control")
+    await kit.pod("control", {"gpu": {"resourceClaimName": "control"}},
+                  nodeSelector={"gang-wait": kit.suffix})  # not in the group: placed meanwhile
+    assert await kit.wait_bound("control") == node
+    for i in range(2):  # the allocator decided a later pod since; the gang's stayed untouched
+        pod = await kit.get(PODS, f"crew-{i}") or {}
+        assert not pod["spec"].get("nodeName") and not (pod.get("status") or {}).get("conditions")
+        assert not await _allocated(kit, f"crew-{i}")
+
+    await kit.pod("crew-2", {"gpu": {"resourceClaimName": "crew-2"}}, **pin)
+    assert [await kit.wait_bound(f"crew-{i}") for i in range(3)] == [node] * 3
