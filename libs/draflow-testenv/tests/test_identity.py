@@ -52,8 +52,10 @@ async def test_an_identity_is_its_service_account_and_exactly_the_roles_bound_to
 async def test_bindings_are_narrowed_to_the_one_service_account() -> None:
     fleet = identity_objects(await kustomize_build("overlays/sim"), IDENTITIES["sim-fleet"])
     bound = {o["roleRef"]["name"] for o in fleet if o["kind"].endswith("Binding")}
+    # the fleet's own role: slice-publisher's driver-gone DeviceTaintRule in fleet mode (driverrules.py)
     assert bound == {"draflow-reference-driver", "draflow-slice-publisher", "draflow-kubelet-dra-shim",
-                     "draflow-kubelet-dra-shim-simulated-kubelet", "draflow-simulated-node-leases"}
+                     "draflow-kubelet-dra-shim-simulated-kubelet", "draflow-simulated-node-leases",
+                     "draflow-sim-fleet-device-taint-rules"}
     assert all(s["name"] == "sim-fleet" for o in fleet for s in o.get("subjects", []))
 
 
