@@ -155,3 +155,23 @@ async def test_a_podgroup_deleted_while_its_member_waits_leaves_no_claim_behind(
         await stack.still_serving()
     finally:
         await stack.kube.delete(PODS, pod, namespace=stack.ns)
+
+
+async def test_a_podgroup_name_whose_claim_name_cannot_be_made_is_told_on_the_group(stack: Stack) -> None:
+    # The generated name's base is cut to 57 characters as upstream does; here the cut ends at a dot, so
+    # "<group part>.-gpu-xxxxx" is no DNS subdomain and the API server refuses the claim (upstream's
+    # controller would fail the same way): the PodGroup gets a Warning naming the claim and the reason.
+    tail = stack.name("g").replace("-", "")
+    group = "a" * 51 + "." + "b" * (9 - len(tail)) + tail  # 61 characters: the cut keeps 52, up to the dot
+    assert len(group) == 61
+    pod = stack.name("dotted-member")
+    await _group(stack, group, "one-gpu")
+    await _member(stack, pod, group)
+    try:
+        event = await stack.wait_event(group, "FailedResourceClaimCreation", "PodGroup claim gpu", "invalid")
+        assert event["type"] == "Warning" and event["involvedObject"]["kind"] == "PodGroup", event
+        assert not claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))
+        await stack.still_serving()
+    finally:
+        await stack.kube.delete(PODS, pod, namespace=stack.ns)
+        await _delete_group(stack, group)
