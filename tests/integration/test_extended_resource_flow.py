@@ -10,6 +10,7 @@ Before: the allocator refused such pods (``draflow does not support extended res
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -78,6 +79,10 @@ async def test_pods_asking_for_dra_backed_extended_resources_run_and_their_claim
             results = claim["status"]["allocation"]["devices"]["results"]
             assert len(results) == count and {r["request"] for r in results} == {"container-0-request-0"}
             assert [r["uid"] for r in claim["status"]["reservedFor"]] == [pod["metadata"]["uid"]]
+            # The container sees the claim's devices, through the request mapped to it (it saw none).
+            seen = json.loads(pod["metadata"]["annotations"]["draflow.dev/cdi-devices"])
+            assert list(seen) == ["main"] and len(seen["main"]) == count, seen
+            assert all(f"={meta['uid']}-" in cdi_id for cdi_id in seen["main"]), seen
             claims[name] = claim
         devices = [r["device"] for c in claims.values()
                    for r in c["status"]["allocation"]["devices"]["results"]]
