@@ -183,8 +183,8 @@ class GroupAttempts:
         if plan.refused:
             log.debug("pod group post-filter skipped", reason=plan.refused)
         for pod, claim in plan.per_pod:
-            self.sched._post_filter(pod, claim)
+            self.sched.give_backs.start(pod, claim)
         if plan.group is not None:
-            self.sched._post_filter(first, plan.group.claim, consumer_uid=plan.group.group_uid,
+            self.sched.give_backs.start(first, plan.group.claim, consumer_uid=plan.group.group_uid,
                                     kind=plan.group.kind,
                                     why=f'pod group "{meta["namespace"]}/{meta["name"]}" cannot be placed')

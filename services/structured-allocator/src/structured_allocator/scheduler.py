@@ -11,25 +11,22 @@
           pipeline (Binder) under a semaphore       its write shows up          explanation kept for HTTP
 
 Writes never stall decisions (upstream: PreBind runs in its own goroutine): the assume cache holds the
-devices and the ``reservedFor`` entries while they are in flight, and the pod counts on its node
-(:class:`~.nodefit.NodeUsage`) until the informer of bound pods shows it. A pipeline whose devices have
-binding conditions waits for them between the claim writes and the binding (:mod:`.binding_wait`, no
-write slot held, Event ``BindingConditionsPending``); a failure condition or the binding timeout fails
-the pipeline. A failed pipeline is undone (the claim it allocated is deallocated), the assumptions are
-released and the pod is retried with exponential backoff. Unschedulable pods are retried when something
-that could help changes: slices, classes, nodes, a claim of theirs, any claim freeing devices (informer
-handlers), a pool change announced on NATS, or after ``unschedulable_retry`` (not when their input is
-broken, e.g. a DeviceClass selector that fails: only a change can help; not while a pod whose search
-ran out waits for its backoff, ``RequeueWithBackoff``). When no node fits and an
-allocated claim of the pod is used by nobody else, that claim is deallocated in the background
-(PostFilter, :mod:`.postfilter`): the informer event that follows retries the pod."""
+devices and ``reservedFor`` entries in flight, and the pod counts on its node (:class:`~.nodefit.NodeUsage`)
+until the bound-pods informer shows it. Binding conditions are waited for between the claim writes and
+the binding (:mod:`.binding_wait`, no write slot held). A failed pipeline is undone, its assumptions
+released, the pod retried with backoff. Unschedulable pods are retried when something that could help
+changes (slices, classes, nodes, their claims, any claim freeing devices, a NATS pool nudge) or after
+``unschedulable_retry`` (broken input: only on a change; a search that ran out: ``RequeueWithBackoff``).
+When no node fits, an allocated claim of the pod nobody else uses is given back in the background
+(PostFilter, :mod:`.postfilter`, :mod:`.giveback`). Members of a PodGroup are tried with their group
+(``GroupKey``, :mod:`.gang_attempts`)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -54,7 +51,7 @@ from .decision import Decider, Unschedulable, Waiting
 from .explain_http import ExplanationStore
 from .gang import assume_plan, plan_of
 from .gang_attempts import GroupAttempts, GroupKey
-from .giveback import give_back
+from .giveback import GiveBacks
 from .report import Reporter
 from .responder import AllocateKey, AllocateRequests
 from .scoring import make_scorer
@@ -113,7 +110,6 @@ class Scheduler:
         self.binding = BindingWaiter(self.state.claims.get, timeout=settings.binding_timeout,
                                      poll_interval=settings.binding_poll_interval)
         # claim uids PostFilter is giving back -> pods whose attempt skipped it meanwhile (retried after)
-        self._deallocating: dict[str, set[str]] = {}
         self.reporter = Reporter(kube, EventRecorder(kube, COMPONENT), settings.field_manager, bus,
                                  self.tracer)
         self.explanations = explanations if explanations is not None else ExplanationStore(
@@ -126,6 +122,8 @@ class Scheduler:
         self.runner = Runner("scheduler", self.queue, self.reconcile, workers=1,
                              timeout=max(30.0, timeout) if timeout else None)
         self.write_slots = asyncio.Semaphore(settings.write_concurrency)
+        self.give_backs = GiveBacks(self.binder, self.reporter.recorder, self.write_slots, self._spawn,
+                                    self.queue.add)  # PostFilter's writes
         self.in_flight: dict[str, PodPlan] = {}
         self.unschedulable: set[str] = set()
         self._waiters: dict[str, set[str]] = {}
@@ -279,7 +277,7 @@ class Scheduler:
         log.info("pod unschedulable", reason=message)
         self._spawn(self.reporter.unschedulable(pod, message, decision.claims, contexts), f"report-{key}")
         if decision.deallocate is not None and post_filter:
-            self._post_filter(pod, decision.deallocate)
+            self.give_backs.start(pod, decision.deallocate)
         if decision.stale_extended is not None:
             self._spawn(xw.delete_stale(self.binder, decision.stale_extended, lambda: self.queue.add(key)),
                         f"delete-stale-{key}")
@@ -290,28 +288,6 @@ class Scheduler:
             # cluster events do not retry it sooner — each attempt may cost a whole filter timeout.
             return RequeueWithBackoff(base_delay=1.0, max_delay=self.settings.unschedulable_retry)
         return RequeueAfter(self.settings.unschedulable_retry)
-
-    def _post_filter(self, pod: Mapping[str, Any], claim: Mapping[str, Any], *, consumer_uid: str = "",
-                     kind: Literal["deallocate", "unreserve"] = "deallocate",
-                     why: str = "no node fits") -> None:
-        """Give ``claim`` back in the background (:mod:`.giveback`), one write at a time per claim;
-        ``consumer_uid``: the one consumer it may still be reserved for (default: the pod)."""
-        uid = claim["metadata"]["uid"]
-        if uid in self._deallocating:
-            self._deallocating[uid].add(key_of(dict(pod)))
-            return
-        self._deallocating[uid] = set()
-
-        async def run() -> None:
-            try:
-                async with self.write_slots:
-                    await give_back(self.binder, self.reporter.recorder, pod, claim, kind=kind, why=why,
-                                    consumer_uid=consumer_uid or pod["metadata"]["uid"])
-            finally:
-                for key in self._deallocating.pop(uid, ()):
-                    self.queue.add(key)
-
-        self._spawn(run(), f"give-back-{key_of(dict(claim))}")
 
     def _spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
         task = asyncio.create_task(coro, name=name)
