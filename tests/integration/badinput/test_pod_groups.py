@@ -67,6 +67,10 @@ async def test_a_pod_of_a_missing_podgroup_waits_untouched_and_runs_once_the_gro
     await _member(stack, pod, group)
     try:
         await consistently(lambda: _untouched(stack, pod), 2.0, f"{pod} waits for PodGroup {group}")
+        # ... but the wait is named: the allocator's log line names the pod and the missing PodGroup
+        await stack.wait_log("structured-allocator", lambda r: r.get("event", "").startswith(
+            "pod group does not exist") and r.get("podgroup") == f"{stack.ns}/{group}"
+            and f"{stack.ns}/{pod}" in (r.get("pods") or []), f"the missing PodGroup {group}")
         await stack.still_serving()
 
         await _group(stack, group, "one-gpu")

@@ -5,9 +5,10 @@ A pending pod with ``spec.schedulingGroup.podGroupName`` is not tried on its own
 :meth:`GroupAttempts.reconcile` runs one cycle (:func:`~.gang.run_group_cycle`) for every pending member,
 under the decision lock:
 
-* the PodGroup is not known yet: the members wait, untouched (upstream GangScheduling ``PreEnqueue``);
-  the PodGroup's arrival retries them; a member with scheduling gates or a claim that does not exist yet
-  stays out of the cycle (upstream SchedulingGates and DynamicResources ``PreEnqueue``);
+* the PodGroup is not known yet: the members wait, untouched (upstream GangScheduling ``PreEnqueue``),
+  named in an info log line and in ``/explain``; the PodGroup's arrival retries them; a member with
+  scheduling gates or a claim that does not exist yet stays out of the cycle (upstream SchedulingGates and
+  DynamicResources ``PreEnqueue``);
 * a gang whose pods (pending + scheduled) are fewer than ``minCount`` waits, untouched (upstream
   GangScheduling ``PreEnqueue``); a new member retries it;
 * placed: every member that fits starts its write pipeline (its assumptions were made in the cycle);
@@ -95,7 +96,12 @@ class GroupAttempts:
         pending = [p for p in pending if state.ours(p) and not p["metadata"].get("deletionTimestamp")]
         pod_group = state.pod_group(key.namespace, key.name)
         if pod_group is None:  # upstream GangScheduling PreEnqueue: wait for it; its arrival retries
-            log.debug("pod group not known yet", pods=len(pending))
+            # Nothing is written (as upstream: no condition that would call an autoscaler), but the wait
+            # is named: a log line and `draflow explain` (the explanation store) say which PodGroup.
+            missing = f'PodGroup "{key.namespace}/{key.name}" does not exist'
+            for pod in pending:
+                sched.explanations.record(PodExplanation(key_of(pod), [], waiting=missing))
+            log.info("pod group does not exist: its pods wait", pods=sorted(key_of(p) for p in pending))
             return Done()
         placed = {p["metadata"]["uid"] for p in bound}
         placed |= {p["metadata"]["uid"] for p in pending
