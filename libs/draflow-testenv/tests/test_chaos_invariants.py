@@ -313,3 +313,28 @@ def test_a_podgroup_claim_is_allocated_once() -> None:
     assert history.observe(snap) == [
         f"claim {NS}/gc of a PodGroup: allocated [('{DRIVER}', 'sim-0', 'gpu-0')], "
         f"then [('{DRIVER}', 'sim-0', 'gpu-0-part-1')]"]
+
+
+def test_a_check_that_raises_is_a_violation_not_silence() -> None:
+    """Before: the runner ran the continuous checks inside the snapshot's ``suppress(Exception)``: a check
+    tripping over an object it did not expect stopped checking for the rest of the run, silently."""
+    def group_spec_names(snap: inv.Snapshot) -> list[str]:
+        return [e["name"] for g in snap.pod_groups for e in g["spec"]["resourceClaims"]]
+
+    snap = _with_group()
+    snap.pod_groups.append({"metadata": {"name": "g2", "namespace": NS, "uid": "uid-g2"}})  # no spec
+    assert checks.run_checks(snap, [group_spec_names, inv.pods_not_running]) == [
+        "group_spec_names: raised KeyError: 'spec'"]
+
+
+def test_a_pod_claim_or_podgroup_still_being_deleted_after_settling_is_a_violation() -> None:
+    snap = _with_group()
+    when = "2026-11-24T00:00:00Z"
+    snap.pod_groups[0]["metadata"] |= {"deletionTimestamp": when,
+                                       "finalizers": ["scheduling.k8s.io/podgroup-protection"]}
+    snap.pods[0]["metadata"]["deletionTimestamp"] = when
+    assert kinds.stuck_deleting(snap) == [
+        f"pod {NS}/m1 deleted at {when} is still there (finalizers [])",
+        f"PodGroup {NS}/g1 deleted at {when} is still there "
+        "(finalizers ['scheduling.k8s.io/podgroup-protection'])",
+    ]

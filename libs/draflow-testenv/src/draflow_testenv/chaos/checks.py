@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .claimkinds import extended_claims, orphan_claims, pod_group_claims, trace_roots
+from .claimkinds import extended_claims, orphan_claims, pod_group_claims, stuck_deleting, trace_roots
 from .invariants import (
     Snapshot,
     allocated_without_consumer,
@@ -21,9 +21,16 @@ Check = Callable[[Snapshot], list[str]]
 CONTINUOUS: list[Check] = [double_allocation, counters_over_capacity, bound_pods_claims, pod_group_claims,
                            extended_claims]
 SETTLED: list[Check] = [*CONTINUOUS, allocated_without_consumer, pods_not_running, node_files, orphan_claims,
-                        trace_roots]
+                        stuck_deleting, trace_roots]
 
 
 def run_checks(snap: Snapshot, checks: list[Check]) -> list[str]:
-    """Every violation, prefixed with the check's name."""
-    return [f"{check.__name__}: {msg}" for check in checks for msg in check(snap)]
+    """Every violation, prefixed with the check's name. A check that raises (an object shaped as it did
+    not expect) is a violation of its own: it must never silently stop checking."""
+    out = []
+    for check in checks:
+        try:
+            out += [f"{check.__name__}: {msg}" for msg in check(snap)]
+        except Exception as exc:
+            out.append(f"{check.__name__}: raised {type(exc).__name__}: {exc}")
+    return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -93,6 +94,8 @@ class Churn:
     rng: random.Random = field(default_factory=lambda: random.Random(16))
     groups: dict[str, Group] = field(default_factory=dict)
     created: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)  # groups made per kind
+    replaced: int = 0  # PodGroup members replaced
     deleted: int = 0
     errors: int = 0
     _seq: int = 0
@@ -174,6 +177,7 @@ class Churn:
                 "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": base},
                 "spec": claim_specs()["whole"]}, namespace=self.namespace)
         self.groups[base] = group  # counted from here: a half-made group still holds its unit
+        self.by_kind[kind] += 1
         for pod in group.pods:
             await self.kube.create(PODS, self._pod(pod, kind, group.claim, group.pod_group),
                                    namespace=self.namespace)
@@ -215,6 +219,7 @@ class Churn:
         await self.kube.create(PODS, self._pod(name, "group", None, group.pod_group),
                                namespace=self.namespace)
         self.created += 1
+        self.replaced += 1
 
     async def add_probe(self) -> str:
         """A partition pod outside the churn's groups (the runner's "serves again" probe; the churn leaves

@@ -155,6 +155,19 @@ def orphan_claims(snap: Snapshot) -> list[str]:
     return out
 
 
+def stuck_deleting(snap: Snapshot) -> list[str]:
+    """(settled) Nothing deleted stays: no pod, claim or PodGroup still has a ``deletionTimestamp`` (a
+    finalizer nobody lifts: delete-protection, podgroup-protection, a pod the node never let go)."""
+    out = []
+    for what, objs in (("pod", snap.pods), ("claim", snap.claims), ("PodGroup", snap.pod_groups)):
+        for obj in objs:
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                out.append(f"{what} {_key(obj)} deleted at {meta['deletionTimestamp']} is still there "
+                           f"(finalizers {meta.get('finalizers') or []})")
+    return out
+
+
 def trace_roots(snap: Snapshot) -> list[str]:
     """(settled) Every claim carries its trace root's ``draflow.dev/traceparent`` (user claims too: the
     claim-controller or the allocator writes it, whichever sees the claim first)."""

@@ -5,7 +5,6 @@ after settling, print a table and ``chaos: V violations in F faults``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from dataclasses import dataclass, field
 
@@ -18,6 +17,7 @@ from . import faults as fault_mod
 from .checks import CONTINUOUS, SETTLED, run_checks
 from .churn import Churn, extended_names
 from .claimkinds import History
+from .invariants import Snapshot
 from .stack import LEASE_NAMESPACE, Stack, ensure_namespace, snapshot
 from .traceroots import fetch_roots, trace_root_violations
 
@@ -74,14 +74,24 @@ class Runner:
         consecutive snapshots show it: a list is not atomic across resources)."""
         while True:
             self._record(self.stack.check_alive())
-            with contextlib.suppress(Exception):
+            try:
                 snap = await snapshot(kube, NAMESPACE, None, [], self.extended)
-                found = set(run_checks(snap, CONTINUOUS))
-                self.snapshots += 1
-                self._record([f"history: {m}" for m in self.history.observe(snap)])
-                self._record(sorted(found & self._suspects))
-                self._suspects = found
+            except Exception:  # the API server may be down: a fault is running
+                await asyncio.sleep(2)
+                continue
+            found = set(run_checks(snap, CONTINUOUS))
+            self.snapshots += 1
+            self._observe(snap)
+            self._record(sorted(found & self._suspects))
+            self._suspects = found
             await asyncio.sleep(2)
+
+    def _observe(self, snap: Snapshot) -> None:
+        """The history checks (a check that raises is a violation: it must never stop checking)."""
+        try:
+            self._record([f"history: {m}" for m in self.history.observe(snap)])
+        except Exception as exc:
+            self._record([f"history: raised {type(exc).__name__}: {exc}"])
 
     async def _churn(self, churn: Churn) -> None:
         while True:
@@ -150,7 +160,7 @@ class Runner:
         while time.monotonic() - t0 < self.opts.settle_timeout:
             try:
                 snap = await snapshot(kube, NAMESPACE, self.stack.fleet, self.stack.nodes, self.extended)
-                self._record([f"history: {m}" for m in self.history.observe(snap)])
+                self._observe(snap)
                 last = run_checks(snap, SETTLED)
             except Exception as exc:
                 last = [f"snapshot failed: {exc}"]
@@ -189,7 +199,9 @@ class Runner:
             for v in r.violations:
                 _print(f"    {v}")
         faults = len(self.rows) - 2
-        _print(f"churn: {churn.created} pods created, {churn.deleted} deleted, {churn.errors} failed ticks; "
+        kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(churn.by_kind.items()))
+        _print(f"churn: {churn.created} pods created ({kinds} groups; {churn.replaced} members replaced), "
+               f"{churn.deleted} deleted, {churn.errors} failed ticks; "
                f"{self.snapshots} snapshots checked, {self.roots} claim.seen roots in Jaeger; "
                f"{self._now():.0f}s in all")
         _print(f"chaos: {sum(len(r.violations) for r in self.rows)} violations in {faults} faults")
