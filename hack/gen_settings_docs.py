@@ -33,6 +33,10 @@ def render() -> str:
         "Every setting has a default, a flag and an environment variable; flags win over the environment,",
         "the environment wins over defaults. Tracing is configured with the standard `OTEL_*` variables",
         "(`OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_SERVICE_NAME`, `OTEL_SDK_DISABLED`, ...).\n",
+        "`DRAFLOW_KUBE_FIELD_VALIDATION` (every service, no flag; `Strict`, `Warn` or `Ignore`; unset by",
+        "default) is sent as `fieldValidation` on every create, update and patch to the API server: with",
+        "`Strict` a field the server does not know fails the write (400/422 naming it) instead of being",
+        "dropped silently. draflow-testenv runs every service and test client with `Strict`.\n",
     ]
     for service, module, cls_name in SERVICES:
         cls = getattr(importlib.import_module(module), cls_name)

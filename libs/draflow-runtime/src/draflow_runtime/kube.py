@@ -8,6 +8,13 @@ official client's connection pool and authentication, canonical JSON bodies, 429
 
 Non-2xx answers raise the typed ``ApiError`` subclasses of :mod:`draflow_runtime.errors`; connection
 failures raise ``TransportError``. Both keep the original error as ``__cause__``.
+
+Field validation: the API server silently drops fields it does not know on a write unless the request
+asks ``fieldValidation=Strict`` (then: ``400 BadRequest`` naming the field). ``field_validation``
+(default ``$DRAFLOW_KUBE_FIELD_VALIDATION``; unset: the server's default, ``Warn``, a response header
+nobody reads) is sent on every create, replace and patch (server-side apply and subresources included).
+draflow_testenv runs every service and test client with ``Strict``, so a field written under a wrong
+name fails a test instead of vanishing.
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ __all__ = [
     "DEVICE_TAINT_RULES",
     "EVENTS",
     "EVENTS_V1",
+    "FIELD_VALIDATION_ENV",
     "LEASES",
     "NAMESPACES",
     "NODES",
@@ -65,6 +73,10 @@ __all__ = [
 
 PatchType = Literal["merge", "strategic", "json", "apply"]
 
+#: Environment variable: the ``fieldValidation`` every write of a ``KubeClient`` sends (unset: none).
+FIELD_VALIDATION_ENV = "DRAFLOW_KUBE_FIELD_VALIDATION"
+_FIELD_VALIDATIONS = ("Strict", "Warn", "Ignore")
+
 _PATCH_CONTENT_TYPES: dict[str, str] = {
     "merge": "application/merge-patch+json",
     "strategic": "application/strategic-merge-patch+json",
@@ -77,11 +89,28 @@ def _query(**params: Any) -> list[tuple[str, Any]]:
     return [(k, v) for k, v in params.items() if v is not None and v is not False]
 
 
+def field_validation_from_env() -> str | None:
+    """``$DRAFLOW_KUBE_FIELD_VALIDATION`` (``Strict``, ``Warn`` or ``Ignore``, any case); None when unset
+    or empty. Raises ``ValueError`` naming the variable for anything else."""
+    raw = os.environ.get(FIELD_VALIDATION_ENV, "").strip()
+    return _checked_field_validation(raw) if raw else None
+
+
+def _checked_field_validation(value: str) -> str:
+    for known in _FIELD_VALIDATIONS:
+        if value.lower() == known.lower():
+            return known
+    raise ValueError(f"{FIELD_VALIDATION_ENV}/field_validation must be one of "
+                     f"{', '.join(_FIELD_VALIDATIONS)}, not {value!r}")
+
+
 class KubeClient:
     """Plain-dict client for the Kubernetes API on one ``kubernetes.aio`` ``ApiClient``.
 
     Safe to share between tasks; one connection pool per client. ``impersonate``/``impersonate_groups``
-    add ``Impersonate-User``/``Impersonate-Group`` headers to every request.
+    add ``Impersonate-User``/``Impersonate-Group`` headers to every request. ``field_validation``
+    (``Strict``/``Warn``/``Ignore``; default ``$DRAFLOW_KUBE_FIELD_VALIDATION``, unset: not sent) goes out
+    as ``fieldValidation`` on every create, replace and patch.
     """
 
     def __init__(
@@ -90,9 +119,12 @@ class KubeClient:
         *,
         impersonate: str | None = None,
         impersonate_groups: list[str] | None = None,
+        field_validation: str | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._api = api_client
+        self.field_validation = (_checked_field_validation(field_validation) if field_validation
+                                 else field_validation_from_env())
         self._transport = Transport(
             api_client, impersonate=impersonate, impersonate_groups=impersonate_groups, sleep=sleep
         )
@@ -105,13 +137,15 @@ class KubeClient:
         context: str | None = None,
         impersonate: str | None = None,
         impersonate_groups: list[str] | None = None,
+        field_validation: str | None = None,
     ) -> KubeClient:
         """Connect with the kubeconfig at ``path``.
 
         ``None`` means ``$KUBECONFIG``, then the in-cluster service account (when
         ``KUBERNETES_SERVICE_HOST`` is set), then ``~/.kube/config``. Raises
         ``kubernetes.aio.config.ConfigException`` when nothing usable is found. No request is made.
-        ``context`` picks a kubeconfig context other than the current one.
+        ``context`` picks a kubeconfig context other than the current one. ``field_validation``: as for
+        the constructor (None: ``$DRAFLOW_KUBE_FIELD_VALIDATION``).
         """
         configuration = Configuration()
         if path is None:
@@ -123,7 +157,8 @@ class KubeClient:
                 config_file=path, context=context, client_configuration=configuration, persist_config=False
             )
         return cls(
-            ApiClient(configuration), impersonate=impersonate, impersonate_groups=impersonate_groups
+            ApiClient(configuration), impersonate=impersonate, impersonate_groups=impersonate_groups,
+            field_validation=field_validation,
         )
 
     @property
@@ -160,6 +195,10 @@ class KubeClient:
         content_type: str | None = None,
     ) -> dict[str, Any]:
         return await self._transport.call(method, path, query=query, body=body, content_type=content_type)
+
+    def _write_query(self, **params: Any) -> list[tuple[str, Any]]:
+        """The query of a create, replace or patch: ``params`` plus ``fieldValidation`` when set."""
+        return _query(**params, fieldValidation=self.field_validation)
 
     # -- verbs -----------------------------------------------------------------------------------
 
@@ -241,7 +280,7 @@ class KubeClient:
         if namespace is None and res.namespaced:
             namespace = body.get("metadata", {}).get("namespace")
         return await self._call(
-            "POST", res.path(namespace), query=_query(fieldManager=field_manager), body=body
+            "POST", res.path(namespace), query=self._write_query(fieldManager=field_manager), body=body
         )
 
     async def replace(
@@ -258,7 +297,7 @@ class KubeClient:
         return await self._call(
             "PUT",
             res.path(namespace, meta["name"], subresource),
-            query=_query(fieldManager=field_manager),
+            query=self._write_query(fieldManager=field_manager),
             body=body,
         )
 
@@ -282,7 +321,7 @@ class KubeClient:
             raise ValueError(f"unknown patch type {patch_type!r}") from None
         if patch_type == "apply" and not field_manager:
             raise ValueError("server-side apply needs a field_manager")
-        query = _query(fieldManager=field_manager, force=(patch_type == "apply" and force) or None)
+        query = self._write_query(fieldManager=field_manager, force=(patch_type == "apply" and force) or None)
         # An apply patch is YAML; JSON is YAML, so the body goes out as canonical JSON like the others.
         return await self._call(
             "PATCH",

@@ -39,6 +39,9 @@ from draflow_testenv.featuregates import accepted_gates
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.statefile import PIDS_FILE
 
+#: draflow_runtime.kube.FIELD_VALIDATION_ENV: the fieldValidation every KubeClient write sends.
+FIELD_VALIDATION_ENV = "DRAFLOW_KUBE_FIELD_VALIDATION"
+
 
 class Environment:
     """The real local environment. Start with ``async with`` (or ``start()``/``stop()``)."""
@@ -376,8 +379,11 @@ class Environment:
         return proc
 
     def service_env(self) -> dict[str, str]:
-        """The variables a service (or a shell, via env.sh) needs to reach the environment."""
+        """The variables a service (or a shell, via env.sh) needs to reach the environment, and
+        ``DRAFLOW_KUBE_FIELD_VALIDATION=Strict`` (unless set otherwise in ours): every write rejects a field
+        the API server does not know instead of dropping it silently."""
         return {
+            FIELD_VALIDATION_ENV: os.environ.get(FIELD_VALIDATION_ENV) or "Strict",
             "KUBECONFIG": str(self.kubeconfig),
             "NATS_URL": self.nats_url,
             "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://{self.otlp_grpc_endpoint}",

@@ -49,11 +49,15 @@ def _sigterm_as_interrupt() -> None:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def testenv() -> AsyncIterator[Environment]:
-    """The real environment (etcd + kube-apiserver, NATS JetStream, Jaeger v2), once per session."""
+    """The real environment (etcd + kube-apiserver, NATS JetStream, Jaeger v2), once per session.
+
+    Sets ``DRAFLOW_KUBE_FIELD_VALIDATION=Strict`` (unless already set) for this process too: every
+    ``KubeClient`` a test makes rejects unknown fields on writes, like the services it starts."""
     global _ENV
-    from draflow_testenv.environment import Environment
+    from draflow_testenv.environment import FIELD_VALIDATION_ENV, Environment
 
     _sigterm_as_interrupt()
+    os.environ.setdefault(FIELD_VALIDATION_ENV, "Strict")
     env = Environment(os.environ.get("DRAFLOW_TESTENV_STATE_DIR") or None)
     _ENV = env
     async with env:
@@ -62,10 +66,13 @@ async def testenv() -> AsyncIterator[Environment]:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def kube(testenv: Environment) -> AsyncIterator[Any]:
-    """Admin ``KubeClient`` (client certificate in ``system:masters``)."""
+    """Admin ``KubeClient`` (client certificate in ``system:masters``), writing with
+    ``fieldValidation=Strict``."""
     from draflow_runtime.kube import KubeClient
+    from draflow_testenv.environment import FIELD_VALIDATION_ENV
 
-    client = await KubeClient.from_kubeconfig(str(testenv.kubeconfig))
+    client = await KubeClient.from_kubeconfig(str(testenv.kubeconfig),
+                                              field_validation=testenv.service_env()[FIELD_VALIDATION_ENV])
     try:
         yield client
     finally:
