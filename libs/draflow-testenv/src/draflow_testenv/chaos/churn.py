@@ -96,6 +96,7 @@ class Churn:
     created: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)  # groups made per kind
     replaced: int = 0  # PodGroup members replaced
+    flashes: int = 0  # groups deleted right after they were made
     deleted: int = 0
     errors: int = 0
     _seq: int = 0
@@ -158,7 +159,8 @@ class Churn:
                          "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10",
                                          "resources": {"claims": [{"name": "gpu"}]}}]}}
 
-    async def add(self, kind: str) -> None:
+    async def add(self, kind: str) -> str:
+        """Make a group of ``kind``; its base name."""
         self._seq += 1
         base = f"{kind}-{self._seq}"
         group = Group(kind, [f"{base}-a", f"{base}-b"] if kind in ("shared", "group") else [base])
@@ -182,6 +184,7 @@ class Churn:
             await self.kube.create(PODS, self._pod(pod, kind, group.claim, group.pod_group),
                                    namespace=self.namespace)
             self.created += 1
+        return base
 
     async def remove(self, base: str) -> None:
         """Delete the group's pods, then its claim or PodGroup; a PodGroup half of the time first (its
@@ -239,7 +242,8 @@ class Churn:
 
     async def step(self) -> None:
         """One tick: for each pool, delete a few groups and fill back to a random 70-90 %; now and then a
-        PodGroup's member replaced."""
+        PodGroup's member replaced, and a group made and deleted at once (its claims made for pods that
+        are gone already must go too)."""
         for pool_kinds in (WHOLE_KINDS, ("part",)):
             cap = self.capacity(pool_kinds[0])
             target = int(cap * self.rng.uniform(0.7, 0.9))
@@ -251,6 +255,9 @@ class Churn:
                     await self.add(self.rng.choice(pool_kinds))
                 if "group" in pool_kinds and self.rng.random() < 0.3:
                     await self.replace_member()
+                if "group" in pool_kinds and self.rng.random() < 0.3:  # gone before it is served
+                    self.flashes += 1
+                    await self.remove(await self.add(self.rng.choice(("group", "extended", "whole"))))
             except Exception:  # the API server may be down: a fault is running; next tick goes on
                 self.errors += 1
 

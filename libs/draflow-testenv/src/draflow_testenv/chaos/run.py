@@ -200,7 +200,8 @@ class Runner:
                 _print(f"    {v}")
         faults = len(self.rows) - 2
         kinds = ", ".join(f"{kind} {n}" for kind, n in sorted(churn.by_kind.items()))
-        _print(f"churn: {churn.created} pods created ({kinds} groups; {churn.replaced} members replaced), "
+        _print(f"churn: {churn.created} pods created ({kinds} groups; {churn.replaced} members replaced; "
+               f"{churn.flashes} groups deleted at once), "
                f"{churn.deleted} deleted, {churn.errors} failed ticks; "
                f"{self.snapshots} snapshots checked, {self.roots} claim.seen roots in Jaeger; "
                f"{self._now():.0f}s in all")
