@@ -163,7 +163,7 @@ async def test_node_side_runs_the_demo_under_upstream_scheduler_and_controller_m
 
         # Neither upstream component had anything to say against draflow's slices, claims or pods.
         for proc in plane.processes.values():
-            errors = [e for e in dra_log_errors(proc.log_path) if not other_node_lookup(e, published)]
+            errors = [e for e in dra_log_errors(proc.log_path, ns) if not other_node_lookup(e, published)]
             assert not errors, f"{proc.name} logged DRA errors:\n" + "\n".join(errors[:20])
     finally:
         await flow.stop()

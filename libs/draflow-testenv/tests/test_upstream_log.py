@@ -1,0 +1,29 @@
+"""dra_log_errors: which upstream log lines count against draflow (pure; lines as kcm v1.37.1 wrote them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from draflow_testenv.upstream import dra_log_errors
+
+OTHER_TESTS_GROUP = (
+    'E1124 23:48:57.592031    9426 controller.go:862] "Work item failed" err="PodGroup cc-47c463ab/crew, '
+    'PodGroupResourceClaim gpu: resource claim template \\"t\\": '
+    'resourceclaimtemplate.resource.k8s.io \\"t\\" not found" logger="UnhandledError" '
+    'item="podgroup:cc-47c463ab/crew"')
+OWN_CLAIM = (
+    'E1124 23:49:01.000001    9426 controller.go:862] "Work item failed" err="resourceclaim up-1/gpu: '
+    'invalid ResourceClaim" logger="UnhandledError" item="claim:up-1/gpu"')
+SCHEDULER_OWN_POD = (
+    'E1124 23:49:02.000001    9427 dynamicresources.go:1000] "ResourceSlice broken" pod="up-1/legacy" '
+    'resourceSlice="s-1"')
+CLUSTER_SCOPED = (
+    'E1124 23:49:03.000001    9427 dynamicresources.go:1000] "ResourceSlice broken" resourceSlice="s-2"')
+
+
+def test_lines_about_other_namespaces_do_not_count_when_a_namespace_is_given(tmp_path: Path) -> None:
+    log = tmp_path / "kcm.log"
+    log.write_text("\n".join([OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED, "I1124 fine"]))
+    assert dra_log_errors(log, "up-1") == [OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED]
+    assert dra_log_errors(log) == [OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED]
+    assert dra_log_errors(log, "cc-47c463ab") == [OTHER_TESTS_GROUP, CLUSTER_SCOPED]
