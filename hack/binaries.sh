@@ -149,31 +149,12 @@ build_kube() { # kube-apiserver | kubelet | kube-scheduler | kube-controller-man
   consumer_build "$name" k8s.io/kubernetes "$ver" "k8s.io/kubernetes/cmd/$name" "$ldflags" "${replaces[@]}"
 }
 
-# hack/kubelet-checkpoint is a module of this repository (go.mod, go.sum checked in) requiring
-# k8s.io/kubernetes at KUBERNETES_VERSION, with the same staging-module replaces as kube-apiserver's build.
-build_kubelet_checkpoint() {
-  local go out src="$here/kubelet-checkpoint" work
-  go=$(go_cmd)
-  out=$(bin_path kubelet-checkpoint)
-  work="$CACHE/build/kubelet-checkpoint"
-  if ! grep -q "^require k8s.io/kubernetes $KUBERNETES_VERSION\$" "$src/go.mod"; then
-    log "kubelet-checkpoint: $src/go.mod does not require k8s.io/kubernetes $KUBERNETES_VERSION (hack/versions.env)"
-    return 1
-  fi
-  mkdir -p "$work" "$(dirname "$out")"
-  log "kubelet-checkpoint: compiling (log: $work/build.log)"
-  if ! (cd "$src" && "$go" build -trimpath -ldflags "-s -w" -o "$out.tmp" . >"$work/build.log" 2>&1); then
-    log "kubelet-checkpoint: build FAILED; last lines of $work/build.log:"
-    tail -25 "$work/build.log" >&2
-    return 1
-  fi
-  mv "$out.tmp" "$out"
-}
-
-# hack/go-dra-driver and hack/go-api-check are modules of this repository (go.mod, go.sum checked in):
-# a third-party DRA driver on upstream's kubeletplugin helper, and a Go client that strictly decodes and
-# validates (k8s.io/kubernetes' validation code) the objects draflow writes. NEED: a line their go.mod must
-# have, so that a version bump in hack/versions.env is not silently ignored.
+# hack/kubelet-checkpoint, hack/go-dra-driver and hack/go-api-check are modules of this repository (go.mod,
+# go.sum checked in): the kubelet's DRA checkpoint code (requiring k8s.io/kubernetes at KUBERNETES_VERSION,
+# with the same staging-module replaces as kube-apiserver's build), a third-party DRA driver on upstream's
+# kubeletplugin helper, and a Go client that strictly decodes and validates (k8s.io/kubernetes' validation
+# code) the objects draflow writes. NEED: a line their go.mod must have, so that a version bump in
+# hack/versions.env is not silently ignored.
 build_hack_module() { # name need
   local name=$1 need=$2 go out src="$here/$1" work
   go=$(go_cmd)
@@ -243,7 +224,7 @@ build_one() {
     # that Jaeger needs, so this one build skips the checksum database (modules still come from the proxy).
     jaeger) NOSUMDB=1 consumer_build jaeger github.com/jaegertracing/jaeger "$JAEGER_VERSION" github.com/jaegertracing/jaeger/cmd/jaeger "-s -w" \
       "github.com/Shopify/sarama=github.com/Shopify/sarama@v1.33.0" ;;
-    kubelet-checkpoint) build_kubelet_checkpoint ;;
+    kubelet-checkpoint) build_hack_module kubelet-checkpoint "^require k8s.io/kubernetes $KUBERNETES_VERSION\$" ;;
     go-dra-driver) build_hack_module go-dra-driver "k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION\$" ;;
     go-api-check) build_hack_module go-api-check "k8s.io/kubernetes $KUBERNETES_VERSION\$" ;;
     pause) build_pause ;;
