@@ -17,13 +17,23 @@ OWN_CLAIM = (
 SCHEDULER_OWN_POD = (
     'E1124 23:49:02.000001    9427 dynamicresources.go:1000] "ResourceSlice broken" pod="up-1/legacy" '
     'resourceSlice="s-1"')
+OTHER_TESTS_EVENT = (
+    'E1125 00:07:13.298579   15906 event.go:365] "Server rejected event (will not retry!)" '
+    'err="namespaces \\"cc-164531ac\\" not found" event="&Event{ObjectMeta:{workers.18eb2110f9cccb4d  '
+    'cc-164531ac    0 0001-01-01 00:00:00 +0000 UTC <nil> <nil> map[] map[] [] [] []},InvolvedObject:'
+    'ObjectReference{Kind:PodGroup,Namespace:cc-164531ac,Name:workers,UID:cbaa9f8c,APIVersion:'
+    'scheduling.k8s.io/v1beta1,ResourceVersion:2063,FieldPath:,},Reason:FailedResourceClaimCreation,'
+    'Message:resourceclaimtemplate.resource.k8s.io not found}"')
 CLUSTER_SCOPED = (
     'E1124 23:49:03.000001    9427 dynamicresources.go:1000] "ResourceSlice broken" resourceSlice="s-2"')
 
 
 def test_lines_about_other_namespaces_do_not_count_when_a_namespace_is_given(tmp_path: Path) -> None:
     log = tmp_path / "kcm.log"
-    log.write_text("\n".join([OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED, "I1124 fine"]))
+    lines = [OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, OTHER_TESTS_EVENT, CLUSTER_SCOPED, "I1124 fine"]
+    log.write_text("\n".join(lines))
     assert dra_log_errors(log, "up-1") == [OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED]
-    assert dra_log_errors(log) == [OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, CLUSTER_SCOPED]
+    assert dra_log_errors(log) == [OTHER_TESTS_GROUP, OWN_CLAIM, SCHEDULER_OWN_POD, OTHER_TESTS_EVENT,
+                                   CLUSTER_SCOPED]
     assert dra_log_errors(log, "cc-47c463ab") == [OTHER_TESTS_GROUP, CLUSTER_SCOPED]
+    assert dra_log_errors(log, "cc-164531ac") == [OTHER_TESTS_EVENT, CLUSTER_SCOPED]

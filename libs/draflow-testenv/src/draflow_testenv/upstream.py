@@ -137,9 +137,13 @@ async def start_control_plane(
     return ControlPlane(scheduler=sched, controller_manager=kcm)
 
 
-# The namespace of the object a klog line is about: kcm's work items (``item="podgroup:<ns>/<name>"``) and
-# the structured ``pod``/``podGroup``/``claim``/``resourceClaim`` keys (``pod="<ns>/<name>"``).
-_NAMESPACED = re.compile(r'(?:\bitem="[A-Za-z-]+:|\b(?:pod|podGroup|claim|resourceClaim)=")([a-z0-9.-]+)/')
+# The namespace of the object a klog line is about: kcm's work items (``item="podgroup:<ns>/<name>"``),
+# the structured ``pod``/``podGroup``/``claim``/``resourceClaim`` keys (``pod="<ns>/<name>"``) and the object
+# of an Event the recorder could not write (``InvolvedObject:ObjectReference{Kind:PodGroup,Namespace:<ns>,``)
+# and a ``namespace="<ns>"`` key.
+_NAMESPACED = re.compile(r'(?:\bitem="[A-Za-z-]+:|\b(?:pod|podGroup|claim|resourceClaim)=")([a-z0-9.-]+)/'
+                         r'|InvolvedObject:ObjectReference\{Kind:[A-Za-z]+,Namespace:([a-z0-9.-]+),'
+                         r'|\bnamespace="([a-z0-9.-]+)"')
 
 
 def dra_log_errors(path: Path, namespace: str | None = None) -> list[str]:
@@ -154,7 +158,7 @@ def dra_log_errors(path: Path, namespace: str | None = None) -> list[str]:
         if line[:1] not in ("E", "F") or CONFLICT in line or _GONE.search(line):
             continue
         if namespace is not None:
-            named = set(_NAMESPACED.findall(line))
+            named = {ns for match in _NAMESPACED.findall(line) for ns in match if ns}
             if named and namespace not in named:
                 continue
         rec = klog.parse(line)
