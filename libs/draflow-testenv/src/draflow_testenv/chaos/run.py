@@ -77,14 +77,14 @@ class Runner:
             try:
                 snap = await snapshot(kube, NAMESPACE, None, [], self.extended)
             except Exception:  # the API server may be down: a fault is running
-                await asyncio.sleep(2)
-                continue
-            found = set(run_checks(snap, CONTINUOUS))
-            self.snapshots += 1
-            self._observe(snap)
-            self._record(sorted(found & self._suspects))
-            self._suspects = found
-            await asyncio.sleep(2)
+                pass
+            else:
+                found = set(run_checks(snap, CONTINUOUS))
+                self.snapshots += 1
+                self._observe(snap)
+                self._record(sorted(found & self._suspects))
+                self._suspects = found
+            await asyncio.sleep(2)  # the sampling period, not a wait for a condition
 
     def _observe(self, snap: Snapshot) -> None:
         """The history checks (a check that raises is a violation: it must never stop checking)."""
