@@ -3,6 +3,7 @@ workloads, each stack on a fresh kube-apiserver + etcd (method: bench/README.md)
 
     .venv/bin/python bench/side_by_side.py [--workloads template stream steady shared celmatch]
         [--stacks draflow upstream upstream+pqh] [--quick | --scale 0.1] [--duration S] [--stall S]
+        [--controller-cpus 0[,1...]]
 
 Prints one Markdown table per workload (stdout); progress goes to stderr. Numbers are never asserted.
 """
@@ -36,6 +37,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--duration", type=float, default=0.0, help="steady-state window (s)")
     p.add_argument("--stall", type=float, default=180.0, help="give up after S s with no new bound pod")
     p.add_argument("--seed", type=int, default=1, help="of the random nodes of the directly allocated claims")
+    p.add_argument("--controller-cpus", type=lambda v: {int(c) for c in v.split(",")}, default=None,
+                   help="pin each stack's controllers (draflow's two services, kube-scheduler + "
+                        "kube-controller-manager) to these CPUs, as taskset -a; e.g. 0 for one core")
     p.add_argument("--loaded", action="store_true", help="say in the output that the machine was loaded")
     return p.parse_args(argv)
 
@@ -53,7 +57,8 @@ async def main_async(args: argparse.Namespace) -> int:
         for stack in args.stacks:
             runner.progress(f"{w.name} on {stack} ...")
             try:
-                results.append(await runner.run_one(w, stack, seed=args.seed, stall=args.stall))
+                results.append(await runner.run_one(w, stack, seed=args.seed, stall=args.stall,
+                                                     cpus=args.controller_cpus))
             except Exception as exc:
                 failed += 1
                 traceback.print_exc()
@@ -61,7 +66,8 @@ async def main_async(args: argparse.Namespace) -> int:
         print(f"### {w.title}\n")
         print(f"Upstream case: `{w.upstream}`{' (scaled ' + str(scale) + ')' if scale != 1 else ''}. "
               f"Shape: {w.shape}. Each stack on a fresh kube-apiserver + etcd, one after the other "
-              f"({time.monotonic() - t0:.0f} s for the three){'; loaded machine' if args.loaded else ''}.\n")
+              f"({time.monotonic() - t0:.0f} s for the three){'; loaded machine' if args.loaded else ''}"
+              f"{pinned(args.controller_cpus)}.\n")
         print(report.table(w, results))
         loads = [r.load for r in results if r.load == r.load]
         if loads and max(loads) > (os.cpu_count() or 1):
@@ -70,6 +76,15 @@ async def main_async(args: argparse.Namespace) -> int:
                   "every stack shared the machine alike, but absolute numbers are pessimistic and noisy.")
         print(flush=True)
     return 1 if failed else 0
+
+
+def pinned(cpus: set[int] | None) -> str:
+    if cpus is None:
+        return ""
+    n = len(cpus)
+    listed = ",".join(map(str, sorted(cpus)))
+    return (f"; each stack's controllers pinned to CPU{'s' if n > 1 else ''} {listed} "
+            f"({n} of {os.cpu_count()} cores; API server, etcd, NATS, Jaeger unpinned)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -127,6 +127,18 @@ BENCHES = (
             ("celmatch", "CEL selector + matchAttribute, steady state on 500 empty nodes"),
         )
     ),
+    # each stack's controllers on one core, then on two (taskset -a; API server and etcd unpinned)
+    *(
+        Bench(
+            f"upstream-template-{label}",
+            f"Side by side with upstream, controllers on {label}: "
+            "SchedulingWithResourceClaimTemplate, scaled 0.4",
+            "bench/side_by_side.py",
+            ("--workloads", "template", "--scale", "0.4", "--controller-cpus", cpus),
+            ("--workloads", "template", "--quick", "--controller-cpus", cpus),
+        )
+        for label, cpus in (("1core", "0"), ("2cores", "0,1"))
+    ),
 )
 
 

@@ -14,12 +14,14 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import os
 import random
 import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -147,7 +149,19 @@ async def create_pods(kube: KubeClient, tracker: PodTracker, names: list[str], s
     await in_parallel(names, one, CREATORS)
 
 
-async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float = 180.0) -> Result:
+def pin(pid: int, cpus: set[int]) -> None:
+    """``taskset -a -p``: every thread of ``pid`` and of its descendants onto ``cpus`` (threads created later
+    inherit it from their creator)."""
+    tasks = Path(f"/proc/{pid}/task")
+    for task in tasks.iterdir():
+        os.sched_setaffinity(int(task.name), cpus)
+        children = (task / "children").read_text().split()
+        for child in children:
+            pin(int(child), cpus)
+
+
+async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float = 180.0,
+                  cpus: set[int] | None = None) -> Result:
     result = Result(w.name, stack_name)
     async with Environment(secure_nats=True) as env:
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
@@ -156,6 +170,10 @@ async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float =
                 await env.admin.ensure_service_account(ns, "default")
             stack = await stacks.start(env, stack_name)
             pids = {**stacks.server_pids(env), **{n: p.pid for n, p in stack.processes.items() if p.pid}}
+            if cpus is not None:  # the stack's controllers only; API server, etcd, NATS, Jaeger unpinned
+                for proc in stack.processes.values():
+                    if proc.pid:
+                        pin(proc.pid, cpus)
             metrics = Metrics(env)
             t0 = time.monotonic()
             await set_up_cluster(kube, w)

@@ -47,8 +47,11 @@ async def test_status_counts_the_devices_of_real_slices_and_claims(
     out = await run(cli_args(testenv, "status", "--pool-status-wait", "0.5"))
     (row,) = [line.split() for line in out.splitlines() if line.startswith(node)]
     assert row == [node, driver, node, "4", "1", "2", "1", "1"]
-    # No structured-allocator runs here: the pool-status section says that nobody answered.
-    assert f"{driver}: no answer within 0.5s" in out
+    # The pool-status section names the driver either way: no structured-allocator of this test answers
+    # (the section says nobody did), but one another test left running on the session's API server may.
+    answered = [line.split() for line in out.splitlines() if line.startswith(driver)]
+    nobody = f"{driver}: no answer within 0.5s" in out
+    assert nobody or any(r[:3] == [driver, node, node] for r in answered), out
 
     # the installed `draflow` script, configured by environment only (as after `source env.sh`)
     env = {**os.environ, "KUBECONFIG": str(testenv.kubeconfig), "NATS_URL": testenv.nats_url}

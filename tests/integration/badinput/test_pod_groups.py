@@ -37,17 +37,6 @@ async def _untouched(stack: Stack, pod: str) -> bool:
     return not claim_names(obj) and not obj["spec"].get("nodeName")
 
 
-async def _gone(stack: Stack, res: Any, name: str) -> None:
-    async def gone() -> bool:
-        try:
-            await stack.kube.get(res, name, namespace=stack.ns)
-        except NotFound:
-            return True
-        return False
-
-    await stack.until(gone, f"{name} gone")
-
-
 async def _delete_group(stack: Stack, name: str) -> None:
     """Delete the PodGroup and lift the podgroup-protection finalizer (kube-controller-manager's part,
     not run here) so it is really gone."""
@@ -152,7 +141,7 @@ async def test_a_podgroup_deleted_while_its_member_waits_leaves_no_claim_behind(
         await stack.wait_condition(pod, missing)
         (name,) = claim_names(await stack.kube.get(PODS, pod, namespace=stack.ns))
         await _delete_group(stack, group)
-        await _gone(stack, POD_GROUPS, group)
+        await stack.flow.wait_gone(POD_GROUPS, group, f"{group} gone")
         await stack.flow.wait_claim_gone(name, "the deleted PodGroup's claim deleted")
         obj = await stack.kube.get(PODS, pod, namespace=stack.ns)
         assert not obj["spec"].get("nodeName"), obj["spec"].get("nodeName")

@@ -69,16 +69,20 @@ class ServiceFlow:
         one of the services has exited (:meth:`alive`)."""
         return await eventually(probe, within, what, interval=POLL, abort=self.alive)
 
-    async def wait_claim_gone(self, name: str, what: str) -> None:
-        """Until the ResourceClaim ``name`` of the flow's namespace is gone from the API server."""
+    async def wait_gone(self, resource: Any, name: str, what: str) -> None:
+        """Until the object ``name`` of ``resource`` in the flow's namespace is gone from the API server."""
         async def gone() -> bool:
             try:
-                await self.kube.get(RESOURCE_CLAIMS, name, namespace=self.ns)
+                await self.kube.get(resource, name, namespace=self.ns)
             except NotFound:
                 return True
             return False
 
         await self.until(gone, what)
+
+    async def wait_claim_gone(self, name: str, what: str) -> None:
+        """Until the ResourceClaim ``name`` of the flow's namespace is gone from the API server."""
+        await self.wait_gone(RESOURCE_CLAIMS, name, what)
 
     async def start(self, run_service: Callable[..., Awaitable[Any]], fleet: Path, *,
                     http: bool = False, reference_driver: bool = True, control_plane: bool = True,
