@@ -20,7 +20,8 @@ skips nodes that cannot hold the devices asked for, then the core :class:`~.core
 node. Like kube-scheduler's ``percentageOfNodesToScore`` it stops after ``nodes_to_find`` feasible
 nodes, starting where the last search stopped, so the cost of one decision does not grow with the
 cluster (the SliceIndex makes each node's look-up independent of the number of slices elsewhere).
-The scorer picks among them.
+Among them the node where the pod's ``firstAvailable`` requests got the earliest subrequests wins
+(upstream's DynamicResources Score, :mod:`.core.subrequest_score`); the scorer breaks ties.
 
 Bounded (issue 12, defect 6; upstream DRASchedulerFilterTimeout): every ``Allocator.allocate`` call gets
 a :class:`~.core.SearchBudget` — ``search_steps`` device tries for that node, the decision's
@@ -54,10 +55,12 @@ from .core import (
     SearchBudget,
     SearchBudgetExhausted,
 )
+from .core.subrequest_score import subrequest_score
 from .explain_http import PodExplanation
 from .extres import ExtendedClaim, ExtendedDemand, extended_demand
 from .groupcycle import GroupCycle
-from .nodealloc_plan import NodeAllocatableCheck, admit, shared_mapped_claim
+from .nodealloc import mapped
+from .nodealloc_plan import NodeAllocatableCheck, admit, device_lookup, shared_mapped_claim
 from .nodefit import PodDemand, pod_demand
 from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
 from .outcomes import Decision, Placement, PlannedClaim, Unschedulable, Waiting
@@ -74,6 +77,20 @@ __all__ = [
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
 
 
+
+
+def pending_mapped_claim(pod_uid: str, planned: list[PlannedClaim], cycle: GroupCycle,
+                         slices: Any) -> str:
+    """Why the pod cannot use a claim another member of its pod-group cycle is allocating, or "": a
+    device of it *maps* node resources (DRANodeAllocatableResources), and such a claim is one pod's
+    (upstream ``validateNodeAllocatableDRAClaimSharing``, pending allocations of the cycle)."""
+    device_of = device_lookup(slices)
+    for p in planned:
+        if p.shares_pending and cycle.pending.get(p.claim["metadata"]["uid"], set()) - {pod_uid} \
+                and mapped(p.allocation, device_of):
+            return (f'node allocatable resource claim "{p.claim["metadata"]["name"]}" has a mapped device '
+                    "and cannot be shared across pods")
+    return ""
 
 
 class Decider:
@@ -174,6 +191,8 @@ class Decider:
         if self.node_allocatable and not only_node:
             pairs = list(zip(allocated_claims, fixed, strict=True))
             shared = shared_mapped_claim(pod, pairs, self.state.slices, self.pod_groups)
+            if not shared and cycle is not None:
+                shared = pending_mapped_claim(str(pod_uid), allocated, cycle, self.state.slices)
             if shared:
                 return Unschedulable(PodExplanation(pod_key, [], waiting=shared))
             na = NodeAllocatableCheck(pod, demand, self.state.usage, self.state.slices, pairs, to_allocate)
@@ -294,13 +313,7 @@ class Decider:
         if not only_node:
             self._next_start = start + looked
         if feasible:
-            best = feasible[0]
-            best_score = self.scorer.score(best)
-            for c in feasible[1:]:
-                score = self.scorer.score(c)
-                if score > best_score:
-                    best, best_score = c, score
-            return best
+            return self._best(feasible, to_allocate)
         if skipped and allocator is not None:
             # Explain with the device funnel of the skipped node that had the most free devices.
             explanation.no_fit += len(skipped) - 1
@@ -317,6 +330,26 @@ class Decider:
                 return Candidate(best_node, outcome.results, most_free, most_free)
             explanation.consider(outcome.explanation)
         return None
+
+    def _best(self, feasible: list[Candidate], to_allocate: list[Mapping[str, Any]]) -> Candidate:
+        """The feasible node that serves the pod's ``firstAvailable`` requests best (upstream's
+        DynamicResources Score, :func:`~.core.subrequest_score`), then the scorer's choice; ties go to
+        the node found first."""
+        ranked = (self.features is None or self.features.prioritized_list) and any(
+            r.get("firstAvailable") for c in to_allocate
+            for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ())
+        n = len(to_allocate)
+
+        def key(c: Candidate) -> tuple[float, float]:
+            first = subrequest_score(to_allocate, c.allocations[:n]) if ranked else 0
+            return (first, self.scorer.score(c))
+
+        best, best_key = feasible[0], key(feasible[0])
+        for c in feasible[1:]:
+            k = key(c)
+            if k > best_key:
+                best, best_key = c, k
+        return best
 
     def _does_not_fit(self, node: Mapping[str, Any], demand: PodDemand,
                       explanation: PodExplanation, dra_names: Mapping[str, str] | tuple[()] = ()) -> bool:

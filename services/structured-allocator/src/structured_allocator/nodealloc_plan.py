@@ -26,6 +26,7 @@ from .core.pools import PreparedSlice
 from .explain_http import PodExplanation
 from .nodealloc import STATUS_FIELD, NodeAllocatableError, claim_statuses, dra_requests, fit_reasons, mapped
 from .nodefit import NodeUsage, PodDemand, units
+from .podlevel import pod_level_names, pod_level_reason
 from .scoring import Candidate
 
 __all__ = ["NodeAllocatableCheck", "admit", "clear", "device_lookup", "record", "shared_mapped_claim"]
@@ -108,9 +109,14 @@ class NodeAllocatableCheck:
         statuses = claim_statuses(self.pod, claims, device_lookup(self.slices, node))
         if not statuses:
             return [], []
+        why = pod_level_reason(self.pod, statuses)
+        if why:
+            return statuses, [why]
         requests = dict(self.demand.requests)
+        inside = pod_level_names(self.pod)  # pod-level requests hold the DRA share already
         for name, value in dra_requests(statuses).items():
-            requests[name] = requests.get(name, 0) + units(name, value)
+            if name not in inside:
+                requests[name] = requests.get(name, 0) + units(name, value)
         name = (node.get("metadata") or {}).get("name", "")
         used = self.usage.totals(name).requested
         return statuses, fit_reasons(requests, self.usage.allocatable(node).resources, used)

@@ -204,13 +204,13 @@ def pod_requests(pod: Mapping[str, Any], *, use_status: bool = False) -> Resourc
         total = {} if infeasible else _aggregate(spec, statuses, _spec_requests)
         _max(total, _aggregate(spec, statuses, actuated))
         _max(total, _aggregate(spec, statuses, allocated))
+    if use_status:  # DRANodeAllocatableResources: what the pod's claims' devices take (nodealloc)
+        _add(total, dra_requests(status.get(STATUS_FIELD)))
     pod_level = _parse_list((spec.get("resources") or {}).get("requests"))
-    for name, value in pod_level.items():
+    for name, value in pod_level.items():  # pod-level requests hold the containers' and the DRA share
         if name in _POD_LEVEL or name.startswith(_HUGEPAGES):
             total[name] = value
     _add(total, _parse_list(spec.get("overhead")))
-    if use_status:  # DRANodeAllocatableResources: what the pod's claims' devices take (nodealloc)
-        _add(total, dra_requests(status.get(STATUS_FIELD)))
     return total
 
 

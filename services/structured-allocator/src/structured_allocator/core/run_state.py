@@ -68,6 +68,12 @@ class RunState:
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
         self.allocating_shares: dict[DeviceID, int] = {}
+        # DRAConsumableCapacity off: an allocation with a shareID counts as an ordinary allocation of its
+        # device (upstream GatherAllocatedState puts it with the exclusively allocated devices)
+        self.shared_in_use: frozenset[DeviceID] = (
+            frozenset() if self.features.consumable_capacity
+            else frozenset(did for did, _ in parent.allocated.shared)
+        )
         self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
         self.consumed_groups: dict[tuple[str, str], dict[str, GroupState]] = {}
         # DRAOptionalNodeOperations: devices of slices with skipNodeOperations only on nodes that
@@ -215,7 +221,7 @@ class RunState:
         )
 
     def in_use(self, did: DeviceID) -> bool:
-        return did in self.a.allocated.devices or bool(self.allocating.get(did))
+        return did in self.a.allocated.devices or did in self.shared_in_use or bool(self.allocating.get(did))
 
     def _capacity_in_use(self, did: DeviceID) -> bool:
         return did in self.a.allocated.capacity or self.allocating_shares.get(did, 0) > 0
