@@ -1,7 +1,7 @@
 """deploy/: the Tiltfile.
 
 - ``tilt ci -- --local``: the Tiltfile's local mode brings up its own draflow-testenv and all five services
-  as processes, every readiness probe passes, and its ``demo`` resource gets every demo pod that fits to
+  as processes, every readiness probe passes, and its ``demo`` resource gets every demo pod to
   Running.
 - Cluster mode is evaluated (``tilt alpha tiltfile-result``, no cluster contacted): image builds, live
   update, the dev overlay's workloads, port forwards; likewise its ``--real-node`` variant (run on a real
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.integration
 @pytest.mark.timeout(900)
 async def test_tilt_ci_local_brings_every_service_up(tmp_path: Path) -> None:
     """The Tiltfile's local mode end to end: its own draflow-testenv, the five services, all ready, and the
-    demo workload Running (all its pods but the one that cannot fit)."""
+    demo workload Running (every pod of it)."""
     tilt = await ensure_binary("tilt")  # `make test` builds it up front (hack/binaries.sh); this only checks
     fleet = Path(tempfile.mkdtemp(prefix="dtf-", dir="/tmp"))  # short: unix socket paths are <= 107 bytes
     ports = [free_port() for _ in range(2)]

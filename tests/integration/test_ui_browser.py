@@ -1,8 +1,10 @@
 """The allocator's web view (``GET /ui``) in a real headless Chromium, during a real ``make up`` run.
 
 ``draflow-testenv up``'s steps (the five services, the demo) in an environment of its own (2 simulated
-nodes x 8 partitionable GPUs, TLS NATS with a user per service under the deploy's permissions), then
-Debian's ``chromium`` (``hack/browser-packages.sh``) driven by Playwright's Python package opens the URL
+nodes x 8 partitionable GPUs, TLS NATS with a user per service under the deploy's permissions), plus the
+README's *Try it* extras (``deploy/demo/extras``: a claim that fits on no node, a pod asking for GPUs
+through ``resources.limits``), applied as a user would after ``up``, then Debian's ``chromium``
+(``hack/browser-packages.sh``) driven by Playwright's Python package opens the URL
 ``up`` prints and checks what a person sees: one cell per device the API server lists per node, a
 device of the shared claim coloured as allocated, a click on it showing the claim, its three pods and
 its JetStream timeline, a generated claim's trace link into Jaeger, the claim that cannot fit listed
@@ -32,7 +34,7 @@ from draflow_runtime.files import atomic_write
 from draflow_runtime.kube import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, RESOURCE_SLICES, KubeClient
 from draflow_testenv.binaries import repo_root
 from draflow_testenv.environment import Environment
-from draflow_testenv.flow import DEMO_NAMESPACE, DRIVER, STEPS, UNFIT_CLAIM
+from draflow_testenv.flow import DEMO_NAMESPACE, DRIVER, STEPS, UNFIT_CLAIM, apply_demo, demo_extras
 from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
@@ -114,7 +116,7 @@ async def check_grid_and_detail(page: Page, kube: KubeClient, jaeger_url: str) -
     await expect(detail.locator("a.trace-link")).to_have_attribute("href", f"{jaeger_url}/trace/{trace_id}")
     await expect(detail.locator('.timeline tr[data-kind="prepared"]')).not_to_have_count(0, timeout=WAIT_MS)
 
-    # the claim that cannot fit, with the allocator's reason
+    # the claim that cannot fit (the Try it extras), with the allocator's reason
     unfit = page.locator(f'.pending-claim[data-claim="{DEMO_NAMESPACE}/{UNFIT_CLAIM}"]')
     await expect(unfit).to_contain_text("0/2 nodes are available", timeout=WAIT_MS)
     await expect(unfit).to_contain_text("12 needed")
@@ -166,6 +168,7 @@ async def test_the_web_view_in_a_real_browser(capsys: pytest.CaptureFixture[str]
         assert url in capsys.readouterr().out, "make up prints the web view's URL"
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         stack.push_async_callback(kube.close)
+        await apply_demo(kube, demo_extras())  # README *Try it*: the claim that cannot fit, legacy-gpus
         pw = await stack.enter_async_context(async_playwright())
         browser = await pw.chromium.launch(executable_path=executable, headless=True)
         stack.push_async_callback(browser.close)

@@ -1,7 +1,8 @@
-"""The demo workload (``deploy/demo``) made fit for a test namespace and a flow's nodes, plus what the demo
-lacks of DRA (a ``matchAttribute`` constraint, an admin-access claim, a DeviceTaintRule), and the checks of
-what the node side did for a pod: used by the tests that run draflow's node side under upstream's
-kube-scheduler and kube-controller-manager.
+"""The demo workload (``deploy/demo`` and its README *Try it* extras, ``deploy/demo/extras``: the claim
+that fits nowhere and the pod asking for GPUs through ``resources.limits``) made fit for a test namespace
+and a flow's nodes, plus what the demo lacks of DRA (a ``matchAttribute`` constraint, an admin-access
+claim, a DeviceTaintRule), and the checks of what the node side did for a pod: used by the tests that run
+draflow's node side under upstream's kube-scheduler and kube-controller-manager.
 """
 
 from __future__ import annotations
@@ -16,12 +17,12 @@ from draflow_runtime.dra import claim_names, claim_results
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_testenv import klog
 from draflow_testenv.fleetflow import DRIVER, ServiceFlow
-from draflow_testenv.flow import apply_demo, demo_objects
+from draflow_testenv.flow import apply_demo, demo_extras, demo_objects
 
 CDI_ANNOTATION = "draflow.dev/cdi-devices"
 ADMIN_ACCESS_LABEL = "resource.kubernetes.io/admin-access"
 DEMO_EXTENDED_RESOURCE = "gpu.draflow.example/gpu"
-UNFIT = "too-big"  # the demo's pod that fits nowhere
+UNFIT = "too-big"  # the pod of the demo's extras that fits nowhere
 # Pods added to the demo: two partitions of one GPU (matchAttribute), a monitoring pod with admin access.
 PAIRED, ADMIN = "paired", "monitor"
 
@@ -32,14 +33,14 @@ def _rename_class(name: str, prefix: str) -> str:
 
 def namespaced_demo(ns: str, prefix: str, nodes: Sequence[str], *, scheduler: str | None = None,
                     ) -> list[dict[str, Any]]:
-    """``deploy/demo`` in namespace ``ns``: DeviceClasses renamed ``<prefix>-<name>`` (their extended
-    resource ``<prefix>.<name>``, so nothing clashes with another test's demo), pods kept to ``nodes`` by
-    node affinity and scheduled by ``scheduler`` (None: the default scheduler), plus :func:`extra_objects`.
-    The demo's Namespace and ServiceAccount are left out (the test has its own)."""
+    """``deploy/demo`` and its extras in namespace ``ns``: DeviceClasses renamed ``<prefix>-<name>``
+    (their extended resource ``<prefix>.<name>``, so nothing clashes with another test's demo), pods kept
+    to ``nodes`` by node affinity and scheduled by ``scheduler`` (None: the default scheduler), plus
+    :func:`extra_objects`. The demo's Namespace and ServiceAccount are left out (the test has its own)."""
     classes = {o["metadata"]["name"] for o in demo_objects() if o["kind"] == "DeviceClass"}
     extended = f"{prefix}.{DEMO_EXTENDED_RESOURCE}"
     out = []
-    for obj in [*demo_objects(), *extra_objects()]:
+    for obj in [*demo_objects(), *demo_extras(), *extra_objects()]:
         obj = copy.deepcopy(obj)
         kind = obj["kind"]
         if kind in ("Namespace", "ServiceAccount"):

@@ -156,6 +156,21 @@ async def test_trace_prints_the_claims_span_tree_from_jaeger(
     assert lines[4].startswith("   └─ bind pod [structured-allocator]")
     assert lines[-1] == f"{testenv.jaeger_query_url.rstrip('/')}/trace/{trace_id}"
 
+    # `trace pod/<pod>`: the tree of each of the pod's claims in its order, a claim not made yet said so
+    await kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "trainer"},
+        "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimName": "traced"},
+                                    {"name": "scratch", "resourceClaimTemplateName": "t"}],
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }, namespace=ns)
+    out = await run(cli_args(testenv, "trace", "pod/trainer", "-n", ns))
+    header, traced, scratch = out.split("\n\n")
+    assert header == f"pod {ns}/trainer: 2 claim(s)"
+    assert traced.splitlines()[0] == "--- gpu (claim traced)" and traced.splitlines()[1:] == lines
+    assert scratch == "--- scratch\nno ResourceClaim: ResourceClaim not generated yet"
+    with pytest.raises(LookupError, match=f"^pod {ns}/missing not found$"):  # exit 1, as kubectl
+        await run(cli_args(testenv, "trace", f"pod/{ns}/missing"))
+
 
 async def test_trace_of_a_missing_or_untraced_claim_exits_1_with_the_reason_on_stderr(
     testenv: Any, kube: KubeClient, make_namespace: Any

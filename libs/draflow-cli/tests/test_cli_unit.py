@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from draflow_cli.__main__ import parser
+from draflow_cli.__main__ import PodRef, parser
 from draflow_cli.events import describe
 from draflow_cli.explain import format_conditions, format_explanation, pods_of
 from draflow_cli.status import format_status, summarize
@@ -162,6 +162,18 @@ def test_claim_arguments_are_namespace_slash_name_or_a_name(capsys: pytest.Captu
         with pytest.raises(SystemExit):
             parser().parse_args(["trace", bad])
         assert "expected [<namespace>/]<name>" in capsys.readouterr().err
+
+
+def test_trace_takes_a_claim_or_a_pod(capsys: pytest.CaptureFixture[str]) -> None:
+    claim = parser().parse_args(["trace", "ns/c"]).claim
+    assert claim == ("ns", "c") and not isinstance(claim, PodRef)
+    for argv in (["pod/p"], ["pods/p"], ["po/p"]):
+        pod = parser().parse_args(["trace", *argv]).claim
+        assert isinstance(pod, PodRef) and pod == (None, "p")
+    assert parser().parse_args(["trace", "pod/team/p"]).claim == PodRef(("team", "p"))
+    with pytest.raises(SystemExit):
+        parser().parse_args(["trace", "pod/"])
+    assert "expected [<namespace>/]<name>" in capsys.readouterr().err
 
 
 def test_flags_have_environment_twins(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,7 @@
-"""deploy/demo is valid for the pinned kube-apiserver (server-side dry run of every object) and shows what
-it promises: template claims, a shared claim, CEL on memory, firstAvailable, partitions, one claim that
-cannot fit, every pod on the draflow scheduler."""
+"""deploy/demo and its README *Try it* extras (deploy/demo/extras) are valid for the pinned kube-apiserver
+(server-side dry run of every object) and show what they promise: template claims, a shared claim, CEL on
+memory, firstAvailable, partitions, every pod on the draflow scheduler; in the extras, one claim that cannot
+fit and a pod asking for GPUs through resources.limits."""
 
 from __future__ import annotations
 
@@ -21,13 +22,19 @@ from draflow_runtime.kube import (
 )
 
 DEMO = Path(__file__).resolve().parents[3] / "deploy" / "demo"
+EXTRAS = DEMO / "extras"
 RESOURCES = {r.kind: r for r in (NAMESPACES, SERVICE_ACCOUNTS, DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES,
                                  RESOURCE_CLAIMS, PODS)}
 
 
+def objects_of(directory: Path) -> list[dict[str, Any]]:
+    order = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
+    return [doc for f in order for doc in yaml.safe_load_all((directory / f).read_text()) if doc]
+
+
 def demo_objects() -> list[dict[str, Any]]:
-    order = yaml.safe_load((DEMO / "kustomization.yaml").read_text())["resources"]
-    return [doc for f in order for doc in yaml.safe_load_all((DEMO / f).read_text()) if doc]
+    """The demo, then its extras (applied after it: they use its namespace and DeviceClasses)."""
+    return [*objects_of(DEMO), *objects_of(EXTRAS)]
 
 
 def test_the_demo_covers_every_feature_it_promises() -> None:
@@ -51,6 +58,10 @@ def test_the_demo_covers_every_feature_it_promises() -> None:
     assert gpu_class["spec"]["extendedResourceName"] == "gpu.draflow.example/gpu"
     (too_big,) = [o for o in objs if o["kind"] == "ResourceClaim" and o["metadata"]["name"] == "too-big"]
     assert too_big["spec"]["devices"]["requests"][0]["exactly"]["count"] > 8  # nodes have 8 GPUs
+    # make up's demo holds only pods that run; the one that cannot and the extended-resource one are extras
+    extras = {(o["kind"], o["metadata"]["name"]) for o in objects_of(EXTRAS)}
+    assert extras == {("ResourceClaim", "too-big"), ("Pod", "too-big"), ("Pod", "legacy-gpus")}
+    assert not extras & {(o["kind"], o["metadata"]["name"]) for o in objects_of(DEMO)}
 
 
 @pytest.mark.integration

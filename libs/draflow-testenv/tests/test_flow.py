@@ -1,15 +1,16 @@
 """The `make up` flow's pure parts: the five services' command lines are valid settings for each service,
-and the demo manifests load in kustomization order."""
+and the demo manifests (and the README's *Try it* extras) load in kustomization order; and the whole flow."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from draflow_runtime.settings import load_settings
 from draflow_testenv.environment import Environment
-from draflow_testenv.flow import demo_objects, fleet_root, service_commands
+from draflow_testenv.flow import demo_extras, demo_objects, fleet_root, service_commands
 from draflow_testenv.wait import eventually
 
 
@@ -66,7 +67,21 @@ def test_the_demo_loads_in_kustomization_order() -> None:
     kinds = [o["kind"] for o in demo_objects()]
     assert kinds[:2] == ["Namespace", "ServiceAccount"]
     assert kinds.index("DeviceClass") < kinds.index("ResourceClaimTemplate") < kinds.index("Pod")
-    assert kinds.count("Pod") == 16
+    assert kinds.count("Pod") == 14
+    assert [(o["kind"], o["metadata"]["name"]) for o in demo_extras()] == [
+        ("ResourceClaim", "too-big"), ("Pod", "too-big"), ("Pod", "legacy-gpus")]
+
+
+def test_up_suggests_the_readme_try_it_step_from_the_repository() -> None:
+    from draflow_testenv.binaries import repo_root
+    from draflow_testenv.flow import EXTRAS, try_it
+
+    lines = try_it(Path("/state/env.sh"))
+    assert lines[0] == f"== try (README): source /state/env.sh, then from {repo_root()}"
+    assert any(line.split()[:3] == ["kubectl", "apply", "-k"] and line.split()[3] == "deploy/demo/extras"
+               for line in lines), lines
+    assert lines[-1].split() == ["kubectl", "delete", "-k", "deploy/demo/extras"]
+    assert (repo_root() / EXTRAS / "kustomization.yaml").is_file()
 
 
 @pytest.mark.integration
@@ -80,9 +95,10 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
 
     import nats
 
+    from draflow_cli import explain as cli_explain
     from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
     from draflow_runtime.lifecycle import claim_timeline, kind_name
-    from draflow_testenv.flow import DEMO_NAMESPACE, STEPS
+    from draflow_testenv.flow import DEMO_NAMESPACE, STEPS, apply_demo
 
     args = argparse.Namespace(nodes=2, gpus=8, demo_timeout=240.0)
     # a temporary state dir of its own: short enough for the drivers' unix socket paths
@@ -92,7 +108,25 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
         out = capsys.readouterr().out
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         try:
-            pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE))["items"]
+            listed = (await kube.list(PODS, namespace=DEMO_NAMESPACE))["items"]
+            demo_pods = {p["metadata"]["name"] for p in listed}
+            assert {p["status"].get("phase") for p in listed} == {"Running"}, "every pod of the demo runs"
+            # what `up` prints to try next: the README's *Try it* (the test applies it as a user would)
+            await apply_demo(kube, demo_extras())
+
+            async def explained() -> str | None:
+                text = await cli_explain.run(kube, args.allocator_url, DEMO_NAMESPACE, "too-big")
+                return text if "12 needed" in text else None
+
+            explanation = await eventually(explained, 120, "the explanation of the claim that cannot fit")
+
+            async def legacy_running() -> list[dict[str, Any]] | None:
+                pods = (await kube.list(PODS, namespace=DEMO_NAMESPACE))["items"]
+                legacy = [p for p in pods if p["metadata"]["name"] == "legacy-gpus"]
+                return pods if legacy and legacy[0]["status"].get("phase") == "Running" else None
+
+            pods = await eventually(legacy_running, 120, "the Try it pod legacy-gpus Running")
+            assert {p["metadata"]["name"] for p in pods} == demo_pods | {"too-big", "legacy-gpus"}
             phases = {p["metadata"]["name"]: p["status"].get("phase") for p in pods}
             assert phases.pop("too-big") == "Pending"
             assert set(phases.values()) == {"Running"}, phases
@@ -107,8 +141,9 @@ async def test_make_up_runs_the_whole_flow(capsys: pytest.CaptureFixture[str]) -
             generated = next(n for n in names if n.startswith("trainer-"))
         finally:
             await kube.close()
-        assert "15/15 runnable pods Running" in out
-        assert "12 needed" in out, "the explanation of the claim that cannot fit is shown"
+        assert "14/14 runnable pods Running" in out
+        assert "kubectl apply -k deploy/demo/extras" in out, "up prints the README's Try it step"
+        assert "12 needed" in explanation, "the explanation of the claim that cannot fit is shown"
         assert f"{env.jaeger_query_url}/trace/" in out
         assert env.secure_nats is not None
         nc = await nats.connect(env.nats_url, **env.secure_nats.security("reader").connect_options())

@@ -8,6 +8,7 @@
     draflow explain pod/POD | --pod POD    the same for each claim of a pod
     draflow events [--claim [NS/]CLAIM]    a claim's lifecycle timeline, or the latest events
     draflow trace [NAMESPACE/]CLAIM        the claim's span tree from Jaeger, with the Jaeger link
+    draflow trace pod/POD                  the same for each claim of a pod
     draflow ui [--port P] [--open]         the allocator's web view on a loopback port, with your token
 
 kubectl's flags, before or after the subcommand: --kubeconfig (env KUBECONFIG), --context,
@@ -82,13 +83,25 @@ def parser(prog: str = "draflow") -> argparse.ArgumentParser:
     ev.add_argument("--claim", type=_ref, metavar="[NAMESPACE/]CLAIM", help="only this claim")
     ev.add_argument("--last", type=int, default=0, help="at most this many (default: all / 100)")
     tr = sub.add_parser("trace", parents=[common], help="the claim's span tree from Jaeger")
-    tr.add_argument("claim", type=_ref, metavar="[NAMESPACE/]CLAIM")
+    tr.add_argument("claim", type=_claim_or_pod, metavar="[NAMESPACE/]CLAIM | pod/POD")
     tr.add_argument("--wait", type=float, default=0.0, help="seconds to wait for spans to reach Jaeger")
     wv = sub.add_parser("ui", parents=[common], help="the allocator's web view (/ui) on a loopback port, "
                         "forwarded with your token")
     wv.add_argument("--port", type=int, default=0, help="local port (default: a free one)")
     wv.add_argument("--open", action="store_true", help="open it in the default browser")
     return p
+
+
+class PodRef(tuple[str | None, str]):
+    """``pod/[NAMESPACE/]POD`` of ``draflow trace``: (namespace or None, pod)."""
+
+
+def _claim_or_pod(value: str) -> tuple[str | None, str]:
+    """``[NAMESPACE/]CLAIM`` as :func:`_ref`, or ``pod/[NAMESPACE/]POD`` as a :class:`PodRef`."""
+    kind, sep, rest = value.partition("/")
+    if sep and kind in ("pod", "pods", "po"):
+        return PodRef(_ref(rest))
+    return _ref(value)
 
 
 def explain_target(args: argparse.Namespace) -> tuple[str, str, str]:
@@ -136,9 +149,10 @@ async def run(args: argparse.Namespace) -> str:
                                                          open_browser=args.open)))
         return ""
     if args.command == "trace":
+        kind = "pod" if isinstance(args.claim, PodRef) else "claim"
         namespace = args.claim[0] or namespace_of(args)
-        return await _with_kube(args, lambda k: trace.run(k, args.jaeger_url, namespace, args.claim[1],
-                                                          wait=args.wait))
+        return await _with_kube(args, lambda k: trace.run_target(k, args.jaeger_url, kind, namespace,
+                                                                 args.claim[1], wait=args.wait))
     claim = None if args.claim is None else (args.claim[0] or namespace_of(args), args.claim[1])
     security = NatsSecurity(
         creds_file=args.nats_creds, user=args.nats_user, password=args.nats_password,

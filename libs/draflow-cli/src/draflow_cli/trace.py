@@ -1,4 +1,5 @@
-"""``draflow trace <namespace>/<claim>``: the claim's span tree, read back from Jaeger.
+"""``draflow trace <namespace>/<claim>``: the claim's span tree, read back from Jaeger
+(``draflow trace pod/<pod>``: the tree of each claim of the pod, its extended-resource claim last).
 
 The trace ID is the one in the claim's ``draflow.dev/traceparent`` annotation (claim-controller starts
 the trace when it creates the claim, a claim made by a user gets it when draflow first sees it; every
@@ -21,8 +22,9 @@ from typing import Any
 
 import aiohttp
 
+from draflow_runtime.dra import pod_claims
 from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.tracing import TRACEPARENT_ANNOTATION
 
 #: Linked traces read to name links: a claim shared by hundreds of pods links as many scheduling attempts.
@@ -168,6 +170,35 @@ async def run(kube: KubeClient, jaeger_url: str, namespace: str, name: str, *, w
     doc = await fetch_trace(jaeger_url, trace_id, wait=wait)
     roots = build_tree(doc or {})
     return format_tree(trace_id, roots, jaeger_url, await linked_spans(jaeger_url, trace_id, roots))
+
+
+async def run_target(kube: KubeClient, jaeger_url: str, kind: str, namespace: str, name: str, *,
+                     wait: float = 0.0) -> str:
+    """:func:`run` for a claim (``kind`` ``claim``), or for each claim of a pod (``pod``), in the pod's
+    order (:func:`draflow_runtime.dra.pod_claims`), each after a ``--- <pod claim> (claim <name>)`` line;
+    a claim not made yet or without a trace is said so in its place. ``LookupError`` when the claim or
+    pod asked for does not exist (as kubectl: exit 1)."""
+    if kind == "claim":
+        return await run(kube, jaeger_url, namespace, name, wait=wait)
+    try:
+        pod = await kube.get(PODS, name, namespace=namespace)
+    except NotFound:
+        raise LookupError(f"pod {namespace}/{name} not found") from None
+    entries = pod_claims(pod, extended=True)
+    if not entries:
+        return f"pod {namespace}/{name} has no resource claims"
+    parts = [f"pod {namespace}/{name}: {len(entries)} claim(s)"]
+    for pc in entries:
+        label = pc.name or "<extended resources>"
+        if not pc.claim_name:
+            parts.append(f"--- {label}\nno ResourceClaim: {pc.waiting or 'not needed'}")
+            continue
+        try:
+            body = await run(kube, jaeger_url, namespace, pc.claim_name, wait=wait)
+        except LookupError as exc:
+            body = str(exc)
+        parts.append(f"--- {label} (claim {pc.claim_name})\n{body}")
+    return "\n\n".join(parts)
 
 
 async def linked_spans(jaeger_url: str, trace_id: str, roots: list[SpanNode], *,

@@ -13,7 +13,7 @@
     draflow-testenv demo [--state-dir DIR] [--timeout S]
                                                        # apply deploy/demo to a running `up` (with services
                                                        # started elsewhere, e.g. by Tilt); exit 0 once every
-                                                       # pod that fits is Running
+                                                       # pod of it is Running
 
 ``up`` runs ``STEPS`` in order after the servers are ready and unwinds them in reverse on shutdown:
 unless ``--env-only``, the steps of :mod:`draflow_testenv.flow` (the five services, then the demo), or with

@@ -9,9 +9,11 @@ Two start-up steps, registered in ``draflow_testenv.__main__.STEPS`` unless ``up
     pointed at its NATS and Jaeger. Waits until every node is Ready and has its ResourceSlices, then
     prints the allocator's web view, ``<allocator>/ui`` (its trace links go to the environment's Jaeger).
 ``demo``
-    applies ``deploy/demo`` (kustomization order), shows live progress (pods pending / allocated /
-    prepared / running) until every pod that can run is Running, then a summary: ``draflow status``, the
-    pods, the Jaeger link of one claim's trace and the explanation of the claim that cannot fit.
+    applies ``deploy/demo`` (kustomization order; its pods once the claim-controller has rooted the trace
+    of each of its claims), shows live progress (pods pending / allocated / prepared / running) until
+    every pod is Running, then a summary: ``draflow status``, the pods, the Jaeger link of one claim's
+    trace, the web view's URL and what to try next, ``kubectl apply -k deploy/demo/extras`` among it
+    (:data:`EXTRAS`: the pods whose claims' traces cannot reach four services, README *Try it*).
 
 Everything the services do is read back the way a user would (API server, JetStream, Jaeger, the
 allocator's HTTP server), through the ``draflow`` command's modules.
@@ -32,11 +34,11 @@ from typing import Any
 import nats
 import yaml
 
-from draflow_cli import explain as cli_explain
 from draflow_cli import status as cli_status
 from draflow_cli.table import render
 from draflow_cli.trace import jaeger_link, trace_id_of
 from draflow_runtime.busauth import NatsSecurity
+from draflow_runtime.claimtrace import has_trace
 from draflow_runtime.dra import claim_names
 from draflow_runtime.errors import AlreadyExists
 from draflow_runtime.kube import (
@@ -57,9 +59,14 @@ from draflow_testenv.featuregates import gates_flag
 from draflow_testenv.natssecure import USERS, env_prefix, nats_env_security
 from draflow_testenv.process import ManagedProcess
 from draflow_testenv.servers import free_port
+from draflow_testenv.wait import eventually
 
 DEMO_NAMESPACE = "draflow-demo"
-UNFIT_CLAIM = "too-big"
+DEMO = Path("deploy") / "demo"  # relative to the repository
+EXTRAS = DEMO / "extras"  # README *Try it*: `kubectl apply -k deploy/demo/extras`, after the demo
+UNFIT_CLAIM = "too-big"  # in EXTRAS: the claim (and pod) that fits on no node
+EXTENDED_POD = "legacy-gpus"  # in EXTRAS: the pod asking for GPUs through resources.limits
+ROOTED_WAIT = 60.0  # seconds the demo waits for its claims' trace roots before creating its pods anyway
 NODE_PREFIX = "sim-"
 DRIVER = "gpu.draflow.example"
 RESOURCES = {r.kind: r for r in (NAMESPACES, SERVICE_ACCOUNTS, DEVICE_CLASSES, RESOURCE_CLAIM_TEMPLATES,
@@ -167,15 +174,33 @@ def _check_alive(procs: list[ManagedProcess]) -> None:
 # --- demo -------------------------------------------------------------------------------------------------
 
 
+def manifest_objects(directory: Path) -> list[dict[str, Any]]:
+    """The objects of a kustomization directory's ``resources`` files, in its order."""
+    order = yaml.safe_load((directory / "kustomization.yaml").read_text())["resources"]
+    return [doc for f in order for doc in yaml.safe_load_all((directory / f).read_text()) if doc]
+
+
 def demo_objects(root: Path | None = None) -> list[dict[str, Any]]:
-    demo = (root or repo_root()) / "deploy" / "demo"
-    order = yaml.safe_load((demo / "kustomization.yaml").read_text())["resources"]
-    return [doc for f in order for doc in yaml.safe_load_all((demo / f).read_text()) if doc]
+    """``deploy/demo``: what ``make up`` applies."""
+    return manifest_objects((root or repo_root()) / DEMO)
 
 
-async def apply_demo(kube: KubeClient, objects: list[dict[str, Any]]) -> int:
+def demo_extras(root: Path | None = None) -> list[dict[str, Any]]:
+    """``deploy/demo/extras`` (README *Try it*): applied by a user after the demo, never by ``make up``."""
+    return manifest_objects((root or repo_root()) / EXTRAS)
+
+
+async def apply_demo(kube: KubeClient, objects: list[dict[str, Any]], *, rooted_first: bool = False) -> int:
+    """Create ``objects`` in order (those that exist are left alone). With ``rooted_first``, before the
+    first pod: wait (at most :data:`ROOTED_WAIT`) until every ResourceClaim created so far carries its trace
+    root, as a claim the claim-controller sees before any pod uses it does (``claim.seen``); otherwise the
+    allocator may root it first, and the claim-controller then has no work for it until its clean-up."""
     created = 0
+    claims: list[tuple[str, str]] = []
     for obj in objects:
+        if rooted_first and claims and obj["kind"] == "Pod":
+            await _traces_rooted(kube, claims)
+            claims = []
         res = RESOURCES[obj["kind"]]
         try:
             namespace = obj["metadata"].get("namespace") if res.namespaced else None
@@ -183,7 +208,20 @@ async def apply_demo(kube: KubeClient, objects: list[dict[str, Any]]) -> int:
             created += 1
         except AlreadyExists:
             pass
+        if obj["kind"] == "ResourceClaim":
+            claims.append((obj["metadata"]["namespace"], obj["metadata"]["name"]))
     return created
+
+
+async def _traces_rooted(kube: KubeClient, claims: list[tuple[str, str]]) -> None:
+    async def rooted() -> bool:
+        return all([has_trace(await kube.get(RESOURCE_CLAIMS, name, namespace=ns)) for ns, name in claims])
+
+    try:
+        await eventually(rooted, ROOTED_WAIT, "the demo's claims have their trace roots", interval=0.2)
+    except AssertionError:
+        _print(f"  the claim-controller did not root the traces of {[n for _, n in claims]} within "
+               f"{ROOTED_WAIT:.0f}s; creating the pods anyway")
 
 
 def _running(pod: Mapping[str, Any]) -> bool:
@@ -232,12 +270,13 @@ async def run_demo(
     kube: KubeClient, nats_url: str, timeout: float = 300.0,  # noqa: ASYNC109 - the whole wait
     check: Callable[[], None] | None = None, security: NatsSecurity | None = None,
 ) -> tuple[int, int]:
-    """Apply deploy/demo and wait, printing progress, until every pod that can fit is Running (all but
-    ``too-big``) or ``timeout``; ``check`` runs each second (raise to give up). -> (running, expected)."""
+    """Apply deploy/demo (its pods once its claims have their trace roots) and wait, printing progress,
+    until every pod is Running or ``timeout``; ``check`` runs each second (raise to give up).
+    -> (running, expected)."""
     objects = demo_objects()
-    expected = sum(1 for o in objects if o["kind"] == "Pod") - 1  # all but the pod that cannot fit
+    expected = sum(1 for o in objects if o["kind"] == "Pod")  # every pod of the demo fits
     t0 = time.monotonic()
-    await apply_demo(kube, objects)
+    await apply_demo(kube, objects, rooted_first=True)
     _print(f"  applied deploy/demo ({len(objects)} objects) in namespace {DEMO_NAMESPACE}")
     last: tuple[int, ...] = ()
     while True:
@@ -297,11 +336,21 @@ async def summary(env: Environment, kube: KubeClient, allocator_url: str) -> str
         name = traced["metadata"]["name"]
         out += [f"== trace of claim {DEMO_NAMESPACE}/{name} (draflow trace {DEMO_NAMESPACE}/{name})",
                 jaeger_link(env.jaeger_query_url, trace_id_of(traced)), ""]
-    out += [f"== draflow explain {DEMO_NAMESPACE}/{UNFIT_CLAIM}",
-            await cli_explain.run(kube, allocator_url, DEMO_NAMESPACE, UNFIT_CLAIM), "",
-            "== web view: nodes x devices, live (open in a browser)", f"{allocator_url}/ui", "",
-            "== try: source " + str(env.env_file) + " && draflow status | events --last 20 | explain | trace"]
+    out += ["== web view: nodes x devices, live (open in a browser)", f"{allocator_url}/ui", "",
+            *try_it(env.env_file)]
     return "\n".join(out)
+
+
+def try_it(env_file: Path) -> list[str]:
+    """What ``make up`` suggests next (README, *Quick start* and *Try it*), from the repository's root."""
+    ns = DEMO_NAMESPACE
+    return [f"== try (README): source {env_file}, then from {repo_root()}",
+            f"  draflow status | describe node {NODE_PREFIX}0 | events --last 20 | trace {ns}/shared-gpu",
+            f"  kubectl apply -k {EXTRAS}    # a claim that fits on no node, a pod asking for GPUs "
+            "through resources.limits",
+            f"  draflow explain {ns}/{UNFIT_CLAIM}; draflow explain pod/{EXTENDED_POD} -n {ns}",
+            f"  draflow trace pod/{UNFIT_CLAIM} -n {ns}; draflow trace pod/{EXTENDED_POD} -n {ns}",
+            f"  kubectl delete -k {EXTRAS}"]
 
 
 STEPS = [("start the five services", services_step), ("apply the demo workload", demo_step)]
