@@ -29,12 +29,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import orjson
 import structlog
 from prometheus_client import Gauge
 
 from .errors import AlreadyExists, ApiError, Conflict, NotFound, TransportError
 from .kube import LEASES, KubeClient
+from .leaserecord import ObservedLease
 from .metrics import registered_collector
 
 if TYPE_CHECKING:
@@ -68,7 +68,12 @@ class LeaderElector:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        *,
+        observed: ObservedLease | None = None,
     ) -> None:
+        """``observed``: what is known of the Lease, shared with whoever else reads it for this candidate
+        (a :class:`~draflow_runtime.shards.ShardCoordinator` refreshes it every retry period); by default
+        only this candidate's own reads update it."""
         if not lease_duration > renew_deadline > retry_period * _JITTER > 0:
             raise ValueError("need lease_duration > renew_deadline > retry_period * 1.2 > 0")
         self._kube = kube
@@ -82,9 +87,7 @@ class LeaderElector:
         self._stop = asyncio.Event()
         self._stopped = asyncio.Event()
         self._stopped.set()
-        self._observed_record: bytes | None = None
-        self._observed_time = 0.0
-        self._observed_holder = ""
+        self.observed = observed if observed is not None else ObservedLease(lease_duration)
         self._log = log.bind(lease=f"{namespace}/{name}", identity=identity)
         self._leading = LEADING.labels(name)
         self._leading.set(0)
@@ -107,7 +110,7 @@ class LeaderElector:
     @property
     def leader(self) -> str:
         """The holder this candidate last observed ('' when none)."""
-        return self._observed_holder
+        return self.observed.holder
 
     async def run(
         self,
@@ -206,7 +209,7 @@ class LeaderElector:
                 if await self._renew_once(last_renew):
                     last_renew = time.monotonic()
                     continue
-                holder = self._observed_holder
+                holder = self.observed.holder
                 if holder and holder != self.identity:
                     self._log.warning("lease taken by another holder", holder=holder)
                     return
@@ -258,17 +261,16 @@ class LeaderElector:
             except (ApiError, TransportError) as err:
                 self._log.warning("lease create failed", error=str(err))
                 return False
-            self._observe(body["spec"])
+            self.observed.observe(body["spec"])
             return True
         except (ApiError, TransportError) as err:
             self._log.warning("lease read failed", error=str(err))
             return False
 
         spec = lease.get("spec") or {}
-        self._observe(spec)
-        holder = spec.get("holderIdentity") or ""
-        duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
-        if holder and holder != self.identity and time.monotonic() < self._observed_time + duration:
+        self.observed.observe(spec)
+        holder = self.observed.holder
+        if self.observed.held_by_other(self.identity):
             return False  # someone else holds a valid lease
         transitions = int(spec.get("leaseTransitions") or 0)
         if holder == self.identity:
@@ -287,16 +289,8 @@ class LeaderElector:
             return False
         if holder != self.identity:
             self._log.info("lease acquired", previous_holder=holder, transitions=transitions)
-        self._observe(new_spec)
+        self.observed.observe(new_spec)
         return True
-
-    def _observe(self, spec: dict[str, Any]) -> None:
-        """Note the record and, if it changed, the local time we saw it change."""
-        record = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
-        if record != self._observed_record:
-            self._observed_record = record
-            self._observed_time = time.monotonic()
-        self._observed_holder = spec.get("holderIdentity") or ""
 
     async def _release(self) -> None:
         """Clear ``holderIdentity`` if we still hold the lease. Failures are logged, never raised."""

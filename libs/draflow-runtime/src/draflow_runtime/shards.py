@@ -33,15 +33,16 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-import orjson
 import structlog
 
 from .errors import ApiError, NotFound, TransportError
 from .kube import LEASES, KubeClient
 from .leader import LeaderElector
+from .leaserecord import Clock, ObservedLease
 
 __all__ = [
     "ShardCoordinator",
+    "ShardView",
     "assignment",
     "desired_shards",
     "lease_names",
@@ -106,6 +107,35 @@ def lease_names(prefix: str, shards: int) -> list[str]:
             *(member_lease_name(prefix, j) for j in range(shards))]
 
 
+class ShardView:
+    """What one replica knows of the member slots and shard Leases, by its own clock, and what follows
+    from it (pure: the coordinator feeds it what it reads). ``leases[i]`` is shared with the elector of
+    shard *i*."""
+
+    def __init__(self, prefix: str, shards: int, identity: str, lease_duration: float,
+                 clock: Clock = time.monotonic) -> None:
+        self.prefix, self.shards, self.identity = prefix, shards, identity
+        self.slots = [ObservedLease(lease_duration, clock) for _ in range(shards)]
+        self.leases = [ObservedLease(lease_duration, clock) for _ in range(shards)]
+
+    def observed(self) -> list[tuple[str, ObservedLease]]:
+        """The Leases this replica reads every retry period, each with what is known of it: the member
+        slots (a shard's Lease is read by its elector, while campaigning)."""
+        return [(member_lease_name(self.prefix, j), seen) for j, seen in enumerate(self.slots)]
+
+    def live_members(self) -> set[str]:
+        """Holders of member slots whose record changed within their lease duration (own clock)."""
+        return {seen.holder for seen in self.slots if seen.valid()}
+
+    def wanted(self, member: bool) -> set[int]:
+        """The shards this replica should hold now (none without a member slot of its own)."""
+        return desired_shards(self.identity, self.live_members(), self.shards) if member else set()
+
+    def may_take(self, shard: int) -> bool:
+        """What the elector of ``shard`` concludes from what is known: free, ours, or expired."""
+        return not self.leases[shard].held_by_other(self.identity)
+
+
 class ShardCoordinator:
     """One replica's part (see the module docstring). ``held`` is the set of shards this replica may act
     on right now; it changes only around the callbacks."""
@@ -133,22 +163,22 @@ class ShardCoordinator:
         self.identity = identity
         self._on_acquired = on_acquired
         self._on_lost = on_lost
-        self._timing = {"lease_duration": lease_duration, "renew_deadline": renew_deadline,
-                        "retry_period": retry_period}
         self.retry_period = retry_period
         self.held: set[int] = set()
         self.members: set[str] = set()
+        self.view = ShardView(prefix, shards, identity, lease_duration)
         self._electors = [
-            LeaderElector(kube, namespace, shard_lease_name(prefix, i), identity, **self._timing)
+            LeaderElector(kube, namespace, shard_lease_name(prefix, i), identity, lease_duration,
+                          renew_deadline, retry_period, observed=self.view.leases[i])
             for i in range(shards)
         ]
         self._slots = [
-            LeaderElector(kube, namespace, member_lease_name(prefix, j), identity, **self._timing)
+            LeaderElector(kube, namespace, member_lease_name(prefix, j), identity, lease_duration,
+                          renew_deadline, retry_period)
             for j in range(shards)
         ]
         self._campaigns: dict[int, asyncio.Task[None]] = {}
         self._releasing: dict[int, asyncio.Task[None]] = {}
-        self._observed: dict[int, tuple[bytes, float]] = {}  # member slot -> (record, when it changed)
         self._log = log.bind(shards=shards, identity=identity, lease_prefix=f"{namespace}/{prefix}")
 
     async def run(self) -> None:
@@ -182,7 +212,11 @@ class ShardCoordinator:
             await asyncio.sleep(self.retry_period)
 
     async def _rebalance(self) -> None:
-        self.members = await self._live_members()
+        if await self._read_leases():
+            live = self.view.live_members()
+            if live != self.members:
+                self._log.info("shard members changed", members=sorted(live))
+            self.members = live
         member = any(slot.is_leader for slot in self._slots)
         wanted = desired_shards(self.identity, self.members, self.shards) if member else set()
         for shard in range(self.shards):
@@ -219,28 +253,17 @@ class ShardCoordinator:
             self._log.info("shard given up", shard=shard, held=sorted(self.held))
             await asyncio.shield(self._on_lost(shard))
 
-    async def _live_members(self) -> set[str]:
-        """Holders of member slots whose record changed within their lease duration (own clock)."""
-        now = time.monotonic()
-        live: set[str] = set()
-        for slot in range(self.shards):
+    async def _read_leases(self) -> bool:
+        """Read the Leases the view follows; False (the last view of the members is kept) when one could
+        not be read."""
+        for name, seen in self.view.observed():
             try:
-                lease = await self._kube.get(LEASES, member_lease_name(self.prefix, slot), self.namespace)
+                lease = await self._kube.get(LEASES, name, self.namespace)
             except NotFound:
-                self._observed.pop(slot, None)
+                seen.observe(None)
                 continue
             except (ApiError, TransportError) as err:
-                self._log.warning("member slot not read, keeping the last view", slot=slot, error=str(err))
-                return self.members
-            spec = lease.get("spec") or {}
-            record = orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
-            previous = self._observed.get(slot)
-            changed_at = now if previous is None or previous[0] != record else previous[1]
-            self._observed[slot] = (record, changed_at)
-            holder = spec.get("holderIdentity") or ""
-            duration = float(spec.get("leaseDurationSeconds") or self._timing["lease_duration"])
-            if holder and now - changed_at < duration:
-                live.add(holder)
-        if live != self.members:
-            self._log.info("shard members changed", members=sorted(live))
-        return live
+                self._log.warning("lease not read, keeping the last view", lease=name, error=str(err))
+                return False
+            seen.observe(lease.get("spec") or {})
+        return True
