@@ -5,7 +5,10 @@ worked on only by the holder of the Lease ``<prefix>-shard-<i>``, each held with
 :class:`~draflow_runtime.leader.LeaderElector` (compare-and-swap writes, the holder stops acting after
 ``renew_deadline`` without a renewal, a peer takes over only ``lease_duration`` after it last saw the
 record change). So for every shard there is at most one replica acting at a time, exactly as for a
-single leader, and a replica that dies has its shards taken over once their Leases expire.
+single leader, and a replica that dies has its shards taken over once their Leases expire: every replica
+reads every shard's Lease each ``retry_period`` (:meth:`ShardView.observed`), so it knows since when a
+record has not changed before it wants the shard, and takes over about ``lease_duration`` +
+``retry_period`` after the dead holder's last renewal.
 
 Who should hold which shard: every replica holds one member slot, a Lease ``<prefix>-member-<j>`` for
 ``j`` < ``shards`` (the first it can take, with the same elector; a replica beyond ``shards`` gets no slot
@@ -30,7 +33,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
 import structlog
@@ -118,10 +121,16 @@ class ShardView:
         self.slots = [ObservedLease(lease_duration, clock) for _ in range(shards)]
         self.leases = [ObservedLease(lease_duration, clock) for _ in range(shards)]
 
-    def observed(self) -> list[tuple[str, ObservedLease]]:
+    def observed(self, campaigning: Collection[int] = ()) -> list[tuple[str, ObservedLease]]:
         """The Leases this replica reads every retry period, each with what is known of it: the member
-        slots (a shard's Lease is read by its elector, while campaigning)."""
-        return [(member_lease_name(self.prefix, j), seen) for j, seen in enumerate(self.slots)]
+        slots, and the Lease of every shard it does not campaign for (the elector of a shard it campaigns
+        for or holds reads that one itself, every retry period). So, as client-go's candidates do, it
+        knows since when a shard's record has not changed before it wants the shard: a dead replica's
+        shards are taken one lease duration after their last renewal, not one lease duration after this
+        replica noticed the dead replica's member slot expire (two lease durations in all)."""
+        return [*((member_lease_name(self.prefix, j), seen) for j, seen in enumerate(self.slots)),
+                *((shard_lease_name(self.prefix, i), seen) for i, seen in enumerate(self.leases)
+                  if i not in campaigning)]
 
     def live_members(self) -> set[str]:
         """Holders of member slots whose record changed within their lease duration (own clock)."""
@@ -254,16 +263,22 @@ class ShardCoordinator:
             await asyncio.shield(self._on_lost(shard))
 
     async def _read_leases(self) -> bool:
-        """Read the Leases the view follows; False (the last view of the members is kept) when one could
-        not be read."""
-        for name, seen in self.view.observed():
-            try:
-                lease = await self._kube.get(LEASES, name, self.namespace)
-            except NotFound:
+        """Read the Leases the view follows (at once); False when a member slot could not be read (the
+        last view of the members is kept). A shard Lease not read stays as last seen: its elector reads
+        it again before it decides."""
+        campaigning = {shard for shard, task in self._campaigns.items() if not task.done()}
+        observed = self.view.observed(campaigning)
+        results = await asyncio.gather(
+            *(self._kube.get(LEASES, name, self.namespace) for name, _ in observed), return_exceptions=True)
+        complete = True
+        for (name, seen), result in zip(observed, results, strict=True):
+            if isinstance(result, NotFound):
                 seen.observe(None)
-                continue
-            except (ApiError, TransportError) as err:
-                self._log.warning("lease not read, keeping the last view", lease=name, error=str(err))
-                return False
-            seen.observe(lease.get("spec") or {})
-        return True
+            elif isinstance(result, (ApiError, TransportError)):
+                self._log.warning("lease not read, keeping the last view", lease=name, error=str(result))
+                complete = complete and seen not in self.view.slots
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                seen.observe(result.get("spec") or {})
+        return complete
