@@ -54,7 +54,10 @@ COVERED: dict[str, tuple[str, ...]] = {
     _P + "class-parameters-CEL-runtime-error": ("conformance:invalid-CEL-one-device-class",
                                                 SCHED + "test_invalid_cel_in_device_class_is_reported_while_others_schedule"),
     _P + "wrong-topology": (DEVS + "test_claim_allocated_on_a_node_that_stopped_working_is_deallocated_and_moved",
-                            "test_postfilter.py::test_deallocatable"),
+                            "test_postfilter.py::test_deallocatable",
+                            DEC + "test_postfilter_gives_back_the_claim_another_node_found_unavailable",
+                            DEC + "test_postfilter_keeps_an_available_allocation_when_something_else_does_not_fit",
+                            DEC + "test_postfilter_keeps_an_available_allocation_when_another_claim_does_not_fit"),
     _P + "bind-failure-preserves-inflight-until-unreserve": (
         "test_settle.py::test_an_undo_that_could_not_read_the_claim_keeps_the_devices_held",
         "test_settle.py::test_an_undo_that_deallocated_releases"),
@@ -65,7 +68,6 @@ COVERED: dict[str, tuple[str, ...]] = {
     _P + "postfilter-skip-deallocate-reserved-podgroup-when-pods-active": (
         PGC + "test_postfilter_skip_deallocate_reserved_podgroup_when_pods_active",),
     _P + "reserved-okay-podgroup": (PGD + "test_a_claim_already_reserved_for_the_group_needs_no_write",),
-    _P + "DRA-disabled": ("test_featuregates.py::test_bad_gates_are_refused_at_start_up_naming_the_entry",),
     _P + "claim-with-prioritized-list-feature-disabled": ("conformance:prioritized-list-disabled",),
     _P + "claim-with-prioritized-list": ("conformance:prioritized-list-first-unavailable",),
     # -- extended resources backed by DRA
@@ -185,10 +187,9 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestNodeFitsNativeResources/insufficient cpu": (PNA + "test_node_fits_native_resources",),
     "TestNodeFitsNativeResources/insufficient hugepages 2Mi": (PNA + "test_node_fits_native_resources",),
     "TestNodeFitsNativeResources/all resources sufficient": (PNA + "test_node_fits_native_resources",),
-    "TestFilterSlicesForNode/matches NodeName exactly": (
-        NAN + "test_a_per_device_slices_device_that_matches_the_node_counts",),
-    "TestFilterSlicesForNode/matches AllNodes": (NAN + "test_a_slice_that_does_not_reach_the_node_adds_nothing",),
-    "TestFilterSlicesForNode/matches NodeSelector": (NAN + "test_a_slice_that_does_not_reach_the_node_adds_nothing",),
+    "TestFilterSlicesForNode/matches NodeName exactly": (PNA + "test_filter_slices_for_node_a_slice_that_reaches_the_node_counts",),
+    "TestFilterSlicesForNode/matches AllNodes": (PNA + "test_filter_slices_for_node_a_slice_that_reaches_the_node_counts",),
+    "TestFilterSlicesForNode/matches NodeSelector": (PNA + "test_filter_slices_for_node_a_slice_that_reaches_the_node_counts",),
     # -- restated by this session's tests
     "TestPlugin/empty": (DEC + "test_empty_a_pod_without_claims_is_placed_with_nothing_to_write",),
     "TestPlugin/empty-with-extended-resources-enabled": (DEC + "test_empty_a_pod_without_claims_is_placed_with_nothing_to_write",),

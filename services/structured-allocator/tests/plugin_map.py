@@ -57,6 +57,8 @@ NOT_APPLICABLE: dict[str, str] = {
     "TestPostFilterNoOpStatusHasNoUserVisibleReason/plugin disabled":
         "n/a: a DynamicResources plugin object that was never enabled; draflow is always DRA",
     "TestPodGroupPostFilter/disabled": "n/a: the plugin switched off (DynamicResourceAllocation is GA and locked on)",
+    "TestPlugin/DRA-disabled": "n/a: DynamicResourceAllocation is GA and locked to true since 1.35 (draflow knows "
+                               "no such gate: DynamicResourceAllocation=false is refused as unrecognized)",
     **{name: "n/a: upstream picks one of its three allocator builds (stable, incubating, experimental) from the "
              "gates; draflow has one allocator core that takes every gate as a feature flag "
              "(test_featuregates.py::test_explicit_values_win_and_map_like_kube_scheduler)"

@@ -334,3 +334,39 @@ async def test_patch_node_allocatable_no_claims_for_this_pod_means_no_status() -
     add(state, claim("pc", req("gpu")), owner=None)
     out = await decider(state, node_allocatable=True).decide(pod("pc"))
     assert isinstance(out, Placement) and not out.node_allocatable
+
+
+# -- PostFilter: only a claim found unavailable is given back -----------------------------------------
+
+
+async def test_postfilter_keeps_an_available_allocation_when_something_else_does_not_fit() -> None:
+    """Upstream deallocates in PostFilter only claims Filter found unavailable (their node selector ruled
+    out a node that passed the other filters, or their binding failed); a claim whose node does not fit
+    for another reason (here cpu) stays allocated: deallocating it would not help."""
+    state = PluginState({"n1": [dev("d0")]}, node_status={"n1": {"allocatable": {"pods": "110", "cpu": "1"}}})
+    add(state, claim("pc", req("gpu"), allocation=alloc(res("gpu", "d0", pool="n1"), node_selector=PIN)),
+        owner=None)
+    out = await decider(state).decide(pod("pc", requests={"cpu": "2"}))
+    assert isinstance(out, Unschedulable) and "Insufficient cpu" in out.explanation.message()
+    assert out.deallocate is None and out.unavailable == []
+
+
+async def test_postfilter_keeps_an_available_allocation_when_another_claim_does_not_fit() -> None:
+    state = PluginState({"n1": [dev("d0")]})
+    add(state, claim("pc", req("gpu"), allocation=alloc(res("gpu", "d0", pool="n1"), node_selector=PIN)),
+        owner=None)
+    add(state, claim("more", req("gpu")), owner=None)  # no free device anywhere
+    out = await decider(state).decide(pod("pc", "more"))
+    assert isinstance(out, Unschedulable) and out.deallocate is None
+
+
+async def test_postfilter_gives_back_the_claim_another_node_found_unavailable() -> None:
+    """wrong-topology with a second node: n0 passes the node filters, the claim's selector rules it out."""
+    state = PluginState({"n0": [dev("d0")], "n1": [dev("d0")]},
+                        node_status={"n0": {"allocatable": {"pods": "110", "cpu": "4"}},
+                                     "n1": {"allocatable": {"pods": "110", "cpu": "1"}}})
+    add(state, claim("pc", req("gpu"), allocation=alloc(res("gpu", "d0", pool="n1"), node_selector=PIN)),
+        owner=None)
+    out = await decider(state).decide(pod("pc", requests={"cpu": "2"}))
+    assert isinstance(out, Unschedulable)
+    assert out.deallocate is not None and out.deallocate["metadata"]["name"] == "pc"

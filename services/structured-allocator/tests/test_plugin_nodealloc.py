@@ -12,6 +12,8 @@ import pytest
 from sa_builders import alloc, res
 from test_decision_budget import decider
 from test_decision_pod_groups import GroupState, add_claim, member, pod_group
+from test_nodealloc_nodes import STATUS, ccx, pool_slice
+from test_nodealloc_nodes import setup as nodes_setup
 
 from structured_allocator.core import SliceIndex
 from structured_allocator.decision import Placement, Unschedulable
@@ -123,3 +125,15 @@ GI = 1024**3
 def test_node_fits_native_resources(requests: dict[str, int], allocatable: dict[str, int],
                                     used: dict[str, int], reasons: list[str]) -> None:
     assert fit_reasons(requests, allocatable, used) == reasons
+
+
+@pytest.mark.parametrize("where", [
+    pytest.param({"nodeName": "n1"}, id="matches NodeName exactly"),
+    pytest.param({"allNodes": True}, id="matches AllNodes"),
+    pytest.param({"nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+        {"key": "zone", "operator": "In", "values": ["a"]}]}]}}, id="matches NodeSelector"),
+])
+async def test_filter_slices_for_node_a_slice_that_reaches_the_node_counts(where: dict[str, Any]) -> None:
+    state, the_pod = nodes_setup(pool_slice("s", [ccx("ccx-0")], **where), "ccx-0")
+    out = await decider(state, node_allocatable=True).decide(the_pod)
+    assert isinstance(out, Placement) and out.node_allocatable == STATUS

@@ -12,7 +12,9 @@
 * :class:`Unschedulable` — no node fits (:class:`~.explain_http.PodExplanation`), or the input is
   broken (unknown DeviceClass, invalid CEL selector: the error names class and expression), or an
   allocated claim is unavailable (its binding conditions failed or timed out, :mod:`.bindingconds`).
-  When no node fits, ``deallocate`` names the allocated claim PostFilter gives back (:mod:`.postfilter`).
+  When no node fits, ``deallocate`` names the allocated claim PostFilter gives back (:mod:`.postfilter`):
+  one found unavailable (its selector ruled out a node that passed the node filters and node fit, or
+  its binding failed), never one that is merely of no use because something else does not fit.
 
 Search: node filters first (:mod:`.nodes`), node fit (:mod:`.nodefit`: pod count, resource requests
 and host ports against what the node's bound and assumed pods use), a cheap free-device count that
@@ -181,8 +183,7 @@ class Decider:
         if unavailable:
             return Unschedulable(
                 PodExplanation(pod_key, [], waiting="; ".join(why for _, why in unavailable)),
-                deallocate=claim_to_deallocate(allocated_claims, str(pod_uid),
-                                               [c["metadata"]["uid"] for c, _ in unavailable]),
+                deallocate=claim_to_deallocate([c for c, _ in unavailable], str(pod_uid)),
                 unavailable=[c for c, _ in unavailable])
         claim_keys = [f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in to_allocate]
         explanation = PodExplanation(pod_key, claim_keys)
@@ -204,11 +205,13 @@ class Decider:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
         if best is None:
+            # PostFilter gives back only a claim found unavailable (upstream ``unavailableClaims``): its
+            # selector ruled out a node that passed the node filters and node fit
+            found = [c for c, a in zip(allocated_claims, fixed, strict=True)
+                     if any(claim_selector_reason(n, [a]) for n in ruled_out)]
             return Unschedulable(explanation, to_allocate,
-                                 deallocate=claim_to_deallocate(allocated_claims, str(pod_uid)),
-                                 budget_exhausted=explanation.budget_exhausted,
-                                 unavailable=[c for c, a in zip(allocated_claims, fixed, strict=True)
-                                              if any(claim_selector_reason(n, [a]) for n in ruled_out)])
+                                 deallocate=claim_to_deallocate(found, str(pod_uid)),
+                                 budget_exhausted=explanation.budget_exhausted, unavailable=found)
         node_name = best.node["metadata"]["name"]
         ext = extended.for_node(best.node, self.state.usage.allocatable(best.node).resources) \
             if extended is not None else None
@@ -273,14 +276,16 @@ class Decider:
             if node is None:
                 continue
             reason = None if only_node else node_filter_reason(node, pod)
-            if not reason:
-                reason = claim_selector_reason(node, fixed)
-                if reason and ruled_out is not None:
-                    ruled_out.append(node)
             if reason:
                 explanation.node_reasons[reason] += 1
                 continue
             if not only_node and self._does_not_fit(node, demand, explanation, dra_names):
+                continue  # before the claims' selectors, as NodeResourcesFit runs before DynamicResources
+            reason = claim_selector_reason(node, fixed)
+            if reason:
+                if ruled_out is not None:
+                    ruled_out.append(node)
+                explanation.node_reasons[reason] += 1
                 continue
             free, total, shared = self._free_devices(name)
             claims, node_needed = to_allocate, needed
