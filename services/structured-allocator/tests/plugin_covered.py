@@ -7,6 +7,7 @@ from __future__ import annotations
 
 _P = "TestPlugin/"
 DEC = "test_plugin_decisions.py::"
+PB = "test_plugin_binding.py::"
 WRT = "integration/test_plugin_writes_integration.py::"
 SCHED = "integration/test_scheduling_integration.py::"
 DEVS = "integration/test_devices_integration.py::"
@@ -29,7 +30,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     # -- TestPlugin: claims the pod uses, and what ends up in the API
     _P + "claim-reference": (DEC + "test_claim_reference_an_allocated_claim_is_only_reserved",
                              SCHED + "test_shared_claim_lists_every_pod_in_reserved_for"),
-    _P + "claim-template": (SCHED + "test_template_claims_are_allocated_and_pods_bound",),
+    _P + "claim-template": (DEC + "test_claim_reference_an_allocated_claim_is_only_reserved",
+                            SCHED + "test_template_claims_are_allocated_and_pods_bound"),
     _P + "podgroup-claim-reference-feature-disabled-reserves-for-pod": (
         PGD + "test_with_the_gate_off_the_same_member_reserves_for_itself",),
     _P + "podgroup-claim-reference": (PGD + "test_a_members_new_allocation_is_reserved_for_its_podgroup",
@@ -76,11 +78,8 @@ COVERED: dict[str, tuple[str, ...]] = {
         "test_nodefit.py::test_dra_backed_extended_resources_are_left_to_dra_unless_the_node_advertises_them"),
     _P + "extended-resource-name-with-resources": (
         EXT + "test_dra_serves_extended_resources_where_no_device_plugin_does",),
-    _P + "implicit-extended-resource-name-with-resources": (
-        "test_extres.py::test_class_mapping_has_the_implicit_and_the_explicit_name",
-        "test_extres.py::test_one_request_per_container_named_by_container_and_sorted_resource_index"),
-    _P + "implicit-extended-resource-name-two-containers-with-resources": (
-        "test_extres.py::test_one_request_per_container_named_by_container_and_sorted_resource_index",),
+    _P + "implicit-extended-resource-name-with-resources": (DEC + "test_implicit_and_explicit_names_of_one_class",),
+    _P + "implicit-extended-resource-name-two-containers-with-resources": (DEC + "test_implicit_and_explicit_names_of_one_class",),
     _P + "extended-resource-name-with-resources-fail-patch": (
         EXT + "test_a_failed_placement_deletes_the_claim_it_created_and_the_retry_makes_a_new_one",),
     _P + "extended-resource-name-with-resources-has-claim": (
@@ -107,16 +106,27 @@ COVERED: dict[str, tuple[str, ...]] = {
     _P + "bind-failure-concurrent-deallocation": (BC + "test_waiter_gives_up_after_the_timeout",
                                                   BC + "test_waiter_fails_when_the_claim_is_replaced"),
     _P + "bound-claim-with-succeeded-binding-conditions": (
-        BC + "test_already_allocated_claims_are_read_from_the_cache", BC + "test_binding_status"),
+        PB + "test_claims_whose_binding_conditions_hold_are_reserved",
+        BC + "test_already_allocated_claims_are_read_from_the_cache",),
     _P + "bound-claim-with-failed-binding": (
+        PB + "test_a_claim_whose_binding_failed_or_timed_out_is_given_back",
         DEVS + "test_allocated_claim_whose_binding_failed_is_unavailable_and_given_back",),
-    _P + "bound-claim-with-timed-out-binding": (BC + "test_binding_status",),
-    _P + "prebind-fail-with-binding-timeout": (BC + "test_waiter_gives_up_after_the_timeout",),
-    _P + "bound-claim-with-mixed-binding-conditions": (BC + "test_binding_status",),
-    _P + "bound-claim-without-binding-conditions": (BC + "test_devices_without_binding_conditions_need_no_wait",),
-    _P + "multi-claims-binding-conditions-all-success": (BC + "test_conditions_of_another_device_do_not_count",),
+    _P + "bound-claim-with-timed-out-binding": (
+        PB + "test_a_claim_whose_binding_failed_or_timed_out_is_given_back",
+        BC + "test_binding_status",),
+    _P + "prebind-fail-with-binding-timeout": (
+        PB + "test_prebind_fail_with_binding_timeout_not_yet_timed_out_is_still_reserved",
+        BC + "test_waiter_gives_up_after_the_timeout",),
+    _P + "bound-claim-with-mixed-binding-conditions": (
+        PB + "test_a_claim_whose_binding_failed_or_timed_out_is_given_back",
+        BC + "test_binding_status",),
+    _P + "bound-claim-without-binding-conditions": (
+        PB + "test_claims_whose_binding_conditions_hold_are_reserved",
+        BC + "test_devices_without_binding_conditions_need_no_wait",),
+    _P + "multi-claims-binding-conditions-all-success": (
+        PB + "test_claims_whose_binding_conditions_hold_are_reserved",),
     _P + "multi-claims-binding-conditions-one-fail": (
-        "test_postfilter.py::test_first_candidate_in_pod_order_unless_one_is_unavailable",),
+        PB + "test_a_claim_whose_binding_failed_or_timed_out_is_given_back",),
     # -- node-allocatable resources (DRANodeAllocatableResources)
     _P + "node-allocatable-resource-multiplier": (
         "test_decision_nodealloc.py::test_the_devices_cpu_share_is_counted_and_recorded_for_the_pod",

@@ -109,11 +109,12 @@ async def test_wrong_claim_a_generated_claim_another_pod_owns_is_not_used() -> N
     assert out.explanation.message() == 'ResourceClaim "ns/pc" was not created for this pod'
 
 
-async def test_claim_reference_an_allocated_claim_is_only_reserved() -> None:
+@pytest.mark.parametrize("template", [False, True], ids=["claim-reference", "claim-template"])
+async def test_claim_reference_an_allocated_claim_is_only_reserved(template: bool) -> None:
     state = PluginState({"n0": [dev("d0")], "n1": [dev("d0")]})
     add(state, claim("pc", req("gpu"), allocation=alloc(res("gpu", "d0", pool="n1"), node_selector=PIN)),
-        owner=None)
-    out = await decider(state).decide(pod("pc"))
+        owner=POD_UID if template else None)
+    out = await decider(state).decide(pod("pc", template=template))
     assert isinstance(out, Placement) and out.node == "n1"  # where the allocation is
     (planned,) = out.claims
     assert planned.allocation is None and planned.reserve and planned.consumer is None
@@ -370,3 +371,26 @@ async def test_postfilter_gives_back_the_claim_another_node_found_unavailable() 
     out = await decider(state).decide(pod("pc", requests={"cpu": "2"}))
     assert isinstance(out, Unschedulable)
     assert out.deallocate is not None and out.deallocate["metadata"]["name"] == "pc"
+
+
+IMPLICIT = "deviceclass.resource.kubernetes.io/gpu"
+
+
+@pytest.mark.parametrize("containers", [
+    pytest.param([{IMPLICIT: "1", GPU: "2"}], id="implicit-extended-resource-name-with-resources"),
+    pytest.param([{IMPLICIT: "1"}, {GPU: "2"}],
+                 id="implicit-extended-resource-name-two-containers-with-resources"),
+])
+async def test_implicit_and_explicit_names_of_one_class(containers: list[dict[str, str]]) -> None:
+    """The class's implicit name and its extendedResourceName both map to it: one special claim, one request
+    per container and name (sorted: the implicit name first), three devices."""
+    state = PluginState({"n1": [dev(f"d{i}") for i in range(4)]}, classes=ext_classes(("gpu", GPU)))
+    the_pod = pod()
+    the_pod["spec"]["containers"] = [{"name": f"c{i}", "resources": {"requests": r, "limits": r}}
+                                     for i, r in enumerate(containers)]
+    out = await decider(state).decide(the_pod)
+    assert isinstance(out, Placement) and out.extended is not None and out.extended.allocation is not None
+    requests = [(r["name"], r["exactly"]["count"]) for r in out.extended.claim["spec"]["devices"]["requests"]]
+    second = "container-0-request-1" if len(containers) == 1 else "container-1-request-0"
+    assert requests == [("container-0-request-0", 1), (second, 2)]
+    assert len(out.extended.allocation["devices"]["results"]) == 3
