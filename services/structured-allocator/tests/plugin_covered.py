@@ -29,9 +29,11 @@ PPL = "test_plugin_podlevel.py::"
 COVERED: dict[str, tuple[str, ...]] = {
     # -- TestPlugin: claims the pod uses, and what ends up in the API
     _P + "claim-reference": (DEC + "test_claim_reference_an_allocated_claim_is_only_reserved",
-                             SCHED + "test_shared_claim_lists_every_pod_in_reserved_for"),
+                             SCHED + "test_shared_claim_lists_every_pod_in_reserved_for",
+        WRT + "test_an_existing_allocation_is_not_stamped_the_api_server_refuses_it",),
     _P + "claim-template": (DEC + "test_claim_reference_an_allocated_claim_is_only_reserved",
-                            SCHED + "test_template_claims_are_allocated_and_pods_bound"),
+                            SCHED + "test_template_claims_are_allocated_and_pods_bound",
+        WRT + "test_an_existing_allocation_is_not_stamped_the_api_server_refuses_it",),
     _P + "podgroup-claim-reference-feature-disabled-reserves-for-pod": (
         PGD + "test_with_the_gate_off_the_same_member_reserves_for_itself",),
     _P + "podgroup-claim-reference": (PGD + "test_a_members_new_allocation_is_reserved_for_its_podgroup",
@@ -214,9 +216,11 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestPlugin/CEL-runtime-error-for-one-of-two-nodes": (DEC + "test_cel_runtime_error_for_one_node_keeps_the_pod_pending",),
     "TestPlugin/CEL-runtime-error-for-one-of-three-nodes": (DEC + "test_cel_runtime_error_for_one_node_keeps_the_pod_pending",),
     "TestPlugin/missing-class": (DEC + "test_missing_class_no_device_class_at_all",),
-    "TestPlugin/good-topology": (DEC + "test_good_topology_a_label_selector_of_the_allocation_picks_the_node",),
+    "TestPlugin/good-topology": (DEC + "test_good_topology_a_label_selector_of_the_allocation_picks_the_node",
+        WRT + "test_an_existing_allocation_is_not_stamped_the_api_server_refuses_it",),
     "TestPlugin/allocated-skip-node-operations-missing-feature": (DEC + "test_allocated_skip_node_operations_needs_a_node_declaring_the_feature",),
-    "TestPlugin/allocated-skip-node-operations-with-feature": (DEC + "test_allocated_skip_node_operations_needs_a_node_declaring_the_feature",),
+    "TestPlugin/allocated-skip-node-operations-with-feature": (DEC + "test_allocated_skip_node_operations_needs_a_node_declaring_the_feature",
+        WRT + "test_an_existing_allocation_is_not_stamped_the_api_server_refuses_it",),
     "TestPlugin/bind-failure": (WRT + "test_bind_failure_takes_the_pod_out_of_reserved_for_and_keeps_the_allocation",),
     "TestPlugin/bind-podgroup-failure": (WRT + "test_bind_podgroup_failure_keeps_the_podgroups_reservation",),
     "TestPlugin/reserved-okay": (DEC + "test_reserved_okay_a_claim_already_reserved_for_the_pod_needs_no_write",),

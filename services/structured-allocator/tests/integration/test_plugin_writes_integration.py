@@ -216,3 +216,23 @@ async def test_patch_and_clear_node_allocatable_resource_claim_status(kit: Kit) 
     await eventually(lambda: _gone(kit, "p"), what="pod p gone")
     with pytest.raises(ApiError):
         await na_plan.record(kit.identity.kube, "test-plugin-writes", pod, statuses)
+
+
+async def test_an_existing_allocation_is_not_stamped_the_api_server_refuses_it(kit: Kit) -> None:
+    """claim-reference, claim-template, good-topology, ...: upstream's PreBind (on a fake clientset) adds
+    ``allocationTimestamp`` to a claim allocated before. The API server keeps ``status.allocation``
+    immutable and refuses that; draflow reserves such a claim without touching its allocation."""
+    node = await kit.node("n")
+    await kit.slice(node, 1)
+    await kit.device_class_()
+    claim = await _allocated(kit, "c", node)
+    stamped = {**claim["status"]["allocation"], "allocationTimestamp": "2026-01-02T03:04:05Z"}
+    with pytest.raises(ApiError, match="field cannot be modified once set"):
+        await kit.kube.replace(RESOURCE_CLAIMS, {**claim, "status": {"allocation": stamped}},
+                               subresource="status")
+    await kit.start()
+    await kit.pod("p", {"gpu": {"resourceClaimName": "c"}})
+    assert await kit.wait_bound("p") == node
+    final = await kit.kube.get(RESOURCE_CLAIMS, "c", kit.namespace)
+    assert final["status"]["allocation"] == claim["status"]["allocation"]
+    assert [r["name"] for r in final["status"]["reservedFor"]] == ["p"]
