@@ -3,7 +3,7 @@
 Upstream's DynamicResources PostFilter: a claim allocated earlier (for this pod, or by someone for a node
 that no longer works, or whose binding conditions failed) pins the pod to that allocation's nodes. When
 the pod fits nowhere, one such claim found *unavailable* (the decision passes only those: its selector
-ruled out a node that passed the node filters, or its binding failed) that nobody else uses —
+ruled out a node that passed the node filters and node fit, or its binding failed) that nobody else uses —
 ``reservedFor`` empty or only this pod — is deallocated, so a later attempt can allocate it afresh.
 Claims that other pods use are never touched. Upstream picks one at random; here claims whose binding
 failed come first, then the pod's claim order, so the choice is reproducible.
