@@ -14,7 +14,9 @@ reads the claims the shim prepared and the shim reads the claims a kubelet prepa
 
 Keys in Go's struct-field order, map keys sorted, ``null`` for empty device and name lists (Go's nil
 slices), ``<``, ``>``, ``&``, U+2028 and U+2029 escaped as Go escapes them: :func:`encode` gives the bytes
-the kubelet's own code gives for the same claims (tests compare them with hack/kubelet-checkpoint).
+the kubelet's own code gives for the same claims (tests compare them with hack/kubelet-checkpoint). It
+lives in :mod:`.checkpointjson` with :class:`~.checkpointjson.ClaimEncoder`, the same bytes encoding only
+the claims that changed, which :class:`NodeCheckpoint` uses.
 
 Older draflow versions wrote ``Data = {kind, apiVersion, BootID, Entries: [...]}``; the kubelet reads
 that as zero claims. :func:`decode` reads both layouts and reports the old one (``legacy``), which the
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,14 +51,14 @@ import orjson
 
 from draflow_runtime.errors import DraflowError
 from draflow_runtime.files import atomic_write
-from draflow_runtime.gojson import go_escapes
 from draflow_runtime.log import get_logger
+
+from .checkpointjson import API_GROUP, KIND, ClaimEncoder, encode
+from .checkpointjson import API_VERSION as API_VERSION  # re-exported: the layout's names live here too
+from .checkpointjson import claim_to_json as claim_to_json
 
 log = get_logger(__name__)
 
-KIND = "DRACheckpoint"
-API_GROUP = "checkpoint.dra.kubelet.k8s.io"
-API_VERSION = API_GROUP + "/v1"
 FILE_NAME = "dra_manager_state"
 BOOT_ID_SUFFIX = ".boot_id"
 KUBELET_VERSION = "v1.37.1"  # the kubelet whose checkpoint layout this module writes
@@ -130,59 +132,6 @@ class CheckpointState:
     boot_id: str  # "" when unknown (a kubelet-written file without the draflow boot ID beside it)
     claims: dict[str, ClaimInfo]  # by claim UID
     legacy: bool = False  # read from the old draflow ``Entries`` layout
-
-
-# --- Go encoding/json compatibility ------------------------------------------------------------------
-
-def _go_json(value: Any) -> bytes:
-    """``value`` as Go's ``json.Marshal`` writes it (dict keys in the given order; no floats here)."""
-    return go_escapes(orjson.dumps(value))
-
-
-def _nil_if_empty(items: list[str]) -> list[str] | None:
-    return list(items) if items else None
-
-
-def _device_to_json(dev: PreparedDevice) -> dict[str, Any]:
-    return {
-        "PoolName": dev.pool_name,
-        "DeviceName": dev.device_name,
-        "ShareID": dev.share_id,
-        "RequestNames": _nil_if_empty(dev.request_names),
-        "CDIDeviceIDs": _nil_if_empty(dev.cdi_device_ids),
-    }
-
-
-def _driver_state_to_json(info: ClaimInfo, driver: str) -> dict[str, Any]:
-    devices = info.drivers[driver]
-    out: dict[str, Any] = {"Devices": [_device_to_json(d) for d in devices] if devices else None}
-    skips = info.skip_node_operations.get(driver)
-    if skips:
-        out["skipNodeOperations"] = list(skips)
-    return out
-
-
-def claim_to_json(info: ClaimInfo) -> dict[str, Any]:
-    """One ``ClaimInfoState`` in the kubelet's JSON form (keys in its struct-field order)."""
-    return {
-        "ClaimUID": info.claim_uid,
-        "ClaimName": info.claim_name,
-        "Namespace": info.namespace,
-        "PodUIDs": {pod_uid: {} for pod_uid in sorted(info.pod_uids)},
-        "DriverState": {driver: _driver_state_to_json(info, driver) for driver in sorted(info.drivers)},
-    }
-
-
-def encode(claims: Mapping[str, ClaimInfo]) -> bytes:
-    """The file content for ``claims``: the kubelet's bytes for them. Pure; claims sorted by UID."""
-    data = _go_json(
-        {
-            "kind": KIND,
-            "apiVersion": API_VERSION,
-            "ClaimInfoStateList": [claim_to_json(claims[uid]) for uid in sorted(claims)],
-        }
-    )
-    return _go_json({"Data": data.decode(), "Checksum": zlib.crc32(data)})
 
 
 # --- decoding ------------------------------------------------------------------------------------------
@@ -320,7 +269,8 @@ class NodeCheckpoint:
     :meth:`save` may be called by several coroutines at once (prepares of different claims run side by
     side): writes are serialised and each encodes the claims as they are when it starts, so the file
     never goes back to an older state. A save returns once a write that started after it was called is
-    on disk; saves that queued up behind one write share the next (one fsync for all of them).
+    on disk; saves that queued up behind one write share the next (one fsync for all of them). Only the
+    claims a save names as changed are encoded again (:class:`~.checkpointjson.ClaimEncoder`).
     """
 
     def __init__(self, path: Path, boot_id: str) -> None:
@@ -330,11 +280,13 @@ class NodeCheckpoint:
         self._lock = asyncio.Lock()
         self._requested = 0  # saves asked for
         self._written = 0  # the last save request covered by a completed write
+        self._encoder = ClaimEncoder()
 
     async def load(self) -> CheckpointState | None:
         """:func:`read`; a file in the old ``Entries`` layout is rewritten in the kubelet's at once (its
         boot ID first, beside it). Raises :class:`CheckpointError`."""
         state = await asyncio.to_thread(read, self.path)
+        self._encoder.changed(None)  # the caller's claims are new objects now
         if state is not None and state.legacy:
             await asyncio.to_thread(self._migrate, state)
             log.warning(
@@ -350,17 +302,20 @@ class NodeCheckpoint:
             write_boot_id(self.path, state.boot_id)
         write(self.path, encode(state.claims))
 
-    async def save(self, claims: Mapping[str, ClaimInfo]) -> None:
+    async def save(self, claims: Mapping[str, ClaimInfo], changed: Iterable[str] | None = None) -> None:
         """Write ``claims`` (durably, see the class docstring); the first time every claim is prepared,
         record this boot's ID beside them. ``claims`` is the node's one live mapping, the same object in
-        every call (a later write stores an earlier call's changes only because of that)."""
+        every call (a later write stores an earlier call's changes only because of that). ``changed``:
+        the UIDs of the claims whose content changed since the caller's last save (claims added to or
+        removed from the mapping need not be named); ``None``: any claim may have changed."""
+        self._encoder.changed(changed)
         self._requested += 1
         mine = self._requested
         async with self._lock:
             if self._written >= mine:
                 return  # a write that started after this call already stored these claims
             covered = self._requested
-            content = encode(claims)
+            content = self._encoder.encode(claims)
             mark = not self._boot_id_written and all(info.prepared for info in claims.values())
             await asyncio.to_thread(self._save, content, mark)
             self._written = covered

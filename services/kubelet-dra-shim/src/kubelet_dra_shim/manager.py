@@ -146,8 +146,10 @@ class NodeManager:
             reprepare=not trust,
         )
 
-    async def _save(self) -> None:
-        await self.checkpoint.save(self.claims)
+    async def _save(self, changed: Iterable[str] | None = None) -> None:
+        """Checkpoint the claims; ``changed``: UIDs of the claims whose content (pods, drivers, devices)
+        changed since they were last saved (added and removed claims need no mention), ``None``: any."""
+        await self.checkpoint.save(self.claims, changed)
 
     # --- queries ----------------------------------------------------------------------------------------
 
@@ -236,7 +238,7 @@ class NodeManager:
         self, pod: Mapping[str, Any], pod_key: str, candidates: list[_Candidate], outcome: PrepareOutcome
     ) -> None:
         pod_uid = pod["metadata"]["uid"]
-        changed = False
+        changed: set[str] = set()
         todo: dict[str, tuple[str, ClaimInfo]] = {}  # claim uid -> (pod claim name, info)
         for cand in candidates:
             meta = cand.claim["metadata"]
@@ -247,7 +249,7 @@ class NodeManager:
                     skip_node_operations=cand.skip_ops,
                 )
                 self.claims[info.claim_uid] = info
-                changed = True
+                changed.add(info.claim_uid)
             elif (info.claim_name, info.namespace) != (meta["name"], meta["namespace"]):
                 outcome.failures.append(
                     ClaimFailure(
@@ -264,13 +266,13 @@ class NodeManager:
                 continue
             if pod_uid not in info.pod_uids:
                 info.pod_uids.add(pod_uid)
-                changed = True
+                changed.add(info.claim_uid)
             if info.prepared:
                 outcome.claims[cand.pod_claim_name] = info
             else:
                 todo[info.claim_uid] = (cand.pod_claim_name, info)
         if changed:
-            await self._save()  # the pod is recorded before any driver sees the claim
+            await self._save(changed)  # the pod is recorded before any driver sees the claim
         if not todo:
             return
         by_driver: dict[str, list[ClaimInfo]] = defaultdict(list)
@@ -295,7 +297,7 @@ class NodeManager:
             if uid not in failed_claims:
                 info.prepared = True
                 outcome.claims[pod_claim_name] = info
-        await self._save()
+        await self._save(todo)  # the devices the drivers answered with
 
     # --- unprepare --------------------------------------------------------------------------------------
 
@@ -310,7 +312,7 @@ class NodeManager:
     async def release_pods(self, gone: Any) -> list[ClaimFailure]:
         """Drop the pods ``gone(uid)`` says are gone from their claims; a claim whose pods are all gone
         keeps them and is unprepared (with every claim still being unprepared from an earlier call)."""
-        changed = False
+        changed: list[str] = []
         for info in self.claims.values():
             dropped = {uid for uid in info.pod_uids if gone(uid)}
             if not dropped:
@@ -319,9 +321,9 @@ class NodeManager:
                 info.unpreparing = True  # the last references stay until the drivers are done
             else:
                 info.pod_uids -= dropped
-                changed = True
+                changed.append(info.claim_uid)
         if changed:
-            await self._save()
+            await self._save(changed)
         orphans = [uid for uid, info in self.claims.items() if info.unpreparing or not info.pod_uids]
         if not orphans:
             return []
@@ -351,7 +353,7 @@ class NodeManager:
             if info.claim_uid not in failed:
                 info.prepared = False
                 del self.claims[info.claim_uid]
-        await self._save()
+        await self._save(())  # claims removed; those kept are unchanged on disk
         return failures
 
 def _trace_parent(claims: Iterable[Mapping[str, Any]]) -> tuple[Any, list[Link]]:
