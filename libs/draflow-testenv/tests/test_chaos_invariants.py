@@ -7,6 +7,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from draflow_runtime.journal import encode_record
 from draflow_testenv.chaos import checks
 from draflow_testenv.chaos import claimkinds as kinds
 from draflow_testenv.chaos import invariants as inv
@@ -146,6 +147,21 @@ def test_read_node_files(tmp_path: Path) -> None:
     (tmp_path / "state" / "checkpoint.json").write_text(json.dumps({"checksum": 0, "data": data}))
     assert read_node_files(tmp_path) == inv.NodeFiles(cdi={"uid-1"}, checkpoint={"uid-1", "uid-2"})
     assert read_node_files(tmp_path / "missing") == inv.NodeFiles()
+
+
+def test_read_node_files_replays_the_driver_checkpoint_journals(tmp_path: Path) -> None:
+    """The driver's checkpoint is a snapshot (journalEpoch 3) plus the records of epochs 3 and 4."""
+    (tmp_path / "state").mkdir()
+    data = json.dumps({"preparedClaims": {"uid-1": {}, "uid-2": {}}, "journalEpoch": 3})
+    (tmp_path / "state" / "checkpoint.json").write_text(json.dumps({"checksum": 0, "data": data}))
+
+    def journal(epoch: int, *records: dict[str, Any]) -> None:
+        raw = b"".join(encode_record(epoch, seq, json.dumps(r).encode()) for seq, r in enumerate(records, 1))
+        (tmp_path / "state" / f"checkpoint.journal.{epoch % 2}").write_bytes(raw)
+
+    journal(3, {"op": "unprepare", "uid": "uid-1"}, {"op": "prepare", "uid": "uid-3", "claim": {}})
+    journal(4, {"op": "prepare", "uid": "uid-4", "claim": {}}, {"op": "unprepare", "uid": "uid-3"})
+    assert read_node_files(tmp_path).checkpoint == {"uid-2", "uid-4"}
 
 
 # --- the newer claim kinds: PodGroup claims, extended-resource claims, trace roots, orphans ---------------

@@ -38,6 +38,7 @@ from benchpods import allocated_pod
 
 from draflow_runtime.errors import AlreadyExists
 from draflow_runtime.files import atomic_write
+from draflow_runtime.journal import JournalWriter
 from draflow_runtime.kube import (
     DEVICE_CLASSES,
     NAMESPACES,
@@ -113,8 +114,11 @@ class RoundTrips:
 
     rpc: list[float] = field(default_factory=list)  # with the claim passed, as kubelet-dra-shim calls
     rpc_get: list[float] = field(default_factory=list)  # without: the driver GETs it (an upstream kubelet)
+    unprepare: list[float] = field(default_factory=list)  # NodeUnprepareResources of the claim
+    floor: list[float] = field(default_factory=list)  # NodeUnprepareResources of an unknown claim: no disk
     claim_get: list[float] = field(default_factory=list)  # the driver's first step: a live claim GET
-    file_fsync: list[float] = field(default_factory=list)  # its checkpoint write: temp, fsync, rename
+    file_fsync: list[float] = field(default_factory=list)  # a whole-file write: temp, fsync, rename
+    journal: list[float] = field(default_factory=list)  # its checkpoint change: a journal append + fdatasync
     driver_cpu: float = 0.0  # the driver's CPU seconds per NodePrepareResources + NodeUnprepareResources
 
 
@@ -130,6 +134,7 @@ async def round_trips(
     m = plugin.messages
     stub = plugin.stub()
     out = RoundTrips()
+    probe = JournalWriter(root / "journal-probe", 1, size=64 * 1024)
     cpu0 = cpu_seconds(driver_pid)
     for i, pod in enumerate(pods):
         t0 = time.perf_counter()
@@ -138,6 +143,11 @@ async def round_trips(
         t0 = time.perf_counter()
         atomic_write(root / "fsync-probe", b"x" * 600, durability="file")
         out.file_fsync.append(time.perf_counter() - t0)
+        if len(b"x" * 600) > probe.room():
+            probe.restart(probe.epoch + 1)
+        t0 = time.perf_counter()
+        await probe.sync(probe.append(b"x" * 600))
+        out.journal.append(time.perf_counter() - t0)
         req_claim = m.Claim(namespace=ns, uid=claim["metadata"]["uid"], name=claim["metadata"]["name"])
         passed = claims_metadata([claim]) if i % 2 == 0 else []
         t0 = time.perf_counter()
@@ -146,8 +156,15 @@ async def round_trips(
         )
         (out.rpc if passed else out.rpc_get).append(time.perf_counter() - t0)
         assert not resp.claims[req_claim.uid].error, resp.claims[req_claim.uid].error
+        t0 = time.perf_counter()
         await stub.NodeUnprepareResources(m.NodeUnprepareResourcesRequest(claims=[req_claim]), timeout=30)
+        out.unprepare.append(time.perf_counter() - t0)
+        unknown = m.Claim(namespace=ns, uid=str(uuid.uuid4()), name="unknown")
+        t0 = time.perf_counter()
+        await stub.NodeUnprepareResources(m.NodeUnprepareResourcesRequest(claims=[unknown]), timeout=30)
+        out.floor.append(time.perf_counter() - t0)
     out.driver_cpu = (cpu_seconds(driver_pid) - cpu0) / len(pods)
+    probe.close()
     await plugin.close()
     return out
 
@@ -231,9 +248,15 @@ async def run(args: argparse.Namespace) -> str:
             f"p50 / p99 ({len(trips.rpc)} calls) | {ms(trips.rpc)} |",
             f"| NodePrepareResources round trip, 1 claim the driver reads itself (upstream kubelet), "
             f"p50 / p99 ({len(trips.rpc_get)} calls) | {ms(trips.rpc_get)} |",
+            f"| NodeUnprepareResources round trip of the same claims, p50 / p99 "
+            f"({len(trips.unprepare)} calls) | {ms(trips.unprepare)} |",
+            f"| floor: NodeUnprepareResources of an unknown claim (no disk write), p50 / p99 "
+            f"({len(trips.floor)} calls) | {ms(trips.floor)} |",
             f"| inside it: the driver's live claim GET, p50 / p99 (timed from this process) "
             f"| {ms(trips.claim_get)} |",
-            f"| inside it: the driver's checkpoint write, temp + fsync + rename, p50 / p99 (same) "
+            f"| inside it: the driver's checkpoint change, a journal append + fdatasync, p50 / p99 (same) "
+            f"| {ms(trips.journal)} |",
+            f"| for comparison: a whole-file write, temp + fsync + rename, p50 / p99 (same) "
             f"| {ms(trips.file_fsync)} |",
             "| reference-driver CPU per NodePrepareResources + NodeUnprepareResources (both kinds) "
             f"| {trips.driver_cpu * 1000:.2f} ms |",
@@ -244,11 +267,11 @@ async def run(args: argparse.Namespace) -> str:
             "Throughput is `NodeManager.prepare_pod` end to end (live claim GET, checkpoint before and after",
             "the RPC), 8 pods at a time; prepares of different claims run side by side (per-claim locks,",
             "as in the kubelet). The round trip includes the driver's CDI spec write (rename, no fsync, as",
-            "the CDI library) and its checkpoint write (fsync of the file, as the kubelet's checkpoint",
-            "manager), and without a passed claim the driver's own live claim GET (as upstream's",
-            "kubeletplugin does). The two 'inside it' rows time those two steps alone from the bench",
-            "process, between the calls: what is left of the round trip is gRPC, the driver's Python and",
-            "waiting for a CPU.",
+            "the CDI library) and its checkpoint change (one journal record, fdatasync-ed before the",
+            "answer), and without a passed claim the driver's own live claim GET (as upstream's",
+            "kubeletplugin does). The 'inside it' rows time those steps alone from the bench process,",
+            "between the calls: what is left of the round trip is gRPC, the driver's Python and waiting",
+            "for a CPU; the floor row is that alone (gRPC, the driver's Python, one thread hop).",
             "",
             load_note(loads),
         ]

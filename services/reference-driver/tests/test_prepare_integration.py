@@ -17,7 +17,7 @@ from draflow_protos.dra.v1beta1 import api_pb2 as dra_v1beta1
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.passedclaims import claims_metadata
 from draflow_testenv.wait import eventually
-from reference_driver import checkpoint
+from reference_driver import store
 from reference_driver.fleet import Fleet
 from reference_driver.inventory import gpu_uuid
 from reference_driver.settings import DriverSettings
@@ -196,7 +196,8 @@ async def test_prepare_uses_the_claim_the_caller_passed_instead_of_reading_it(dr
     assert [(d.device_name, list(d.cdi_device_ids)) for d in passed.claims[uid].devices] == [
         ("gpu-3", [f"{DRIVER}/gpu={uid}-gpu-3"])]
     assert cdi_file(driver, uid).exists()
-    assert uid in checkpoint.load(driver.node.state.checkpoint_path, driver.node_name).prepared_claims
+    on_disk, _ = store.replay(driver.node.state.checkpoint_path.parent, driver.node_name)  # + journals
+    assert uid in on_disk.prepared_claims
 
 
 async def test_a_batch_passing_many_claims_stays_under_the_metadata_limit(driver, kube, make_namespace,

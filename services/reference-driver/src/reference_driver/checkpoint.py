@@ -8,12 +8,15 @@ File format (JSON), in the style of the kubelet's checkpoint manager::
                "node": "<node>",
                "preparedClaims": {"<claim uid>": {"namespace": ..., "name": ..., "devices": [
                    {"requestNames": [...], "poolName": ..., "deviceName": ..., "shareID": null,
-                    "cdiDeviceIDs": [...], "adminAccess": true}]}}}   # adminAccess only when true
+                    "cdiDeviceIDs": [...], "adminAccess": true}]}},    # adminAccess only when true
+               "journalEpoch": <int>}                                # absent (0) in older files
 
 :func:`encode` and :func:`decode` are pure; :func:`decode` raises :class:`CheckpointCorrupted` on a
-checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename; no
-fsync of the directory, as the kubelet's checkpoint manager), so a crash leaves either the old or the new
-checkpoint, never a torn one.
+checksum mismatch or an unknown version. :func:`save` writes atomically (temp file, fsync, rename, fsync
+of the directory), so a crash leaves either the old or the new checkpoint, never a torn one.
+
+The file is a snapshot: the changes since are records in the journal of its ``journalEpoch``
+(:mod:`reference_driver.store`), whose :func:`record` and :func:`apply_record` live here too.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ class PreparedClaim:
 class Checkpoint:
     node: str
     prepared_claims: dict[str, PreparedClaim] = field(default_factory=dict)
+    journal_epoch: int = 0  # the journal records of this epoch (then of the next) apply on top
 
 
 def _checksum(data: str) -> int:
@@ -108,6 +112,7 @@ def encode(checkpoint: Checkpoint) -> bytes:
         "kind": KIND,
         "node": checkpoint.node,
         "preparedClaims": {uid: c.to_json() for uid, c in sorted(checkpoint.prepared_claims.items())},
+        "journalEpoch": checkpoint.journal_epoch,
     }
     data = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return json.dumps({"checksum": _checksum(data), "data": data}, indent=1).encode() + b"\n"
@@ -127,7 +132,10 @@ def decode(raw: bytes, path: str = "<checkpoint>") -> Checkpoint:
             version = f"{payload.get('apiVersion')}/{payload.get('kind')}"
             raise CheckpointCorrupted(path, f"unknown version {version}")
         claims = {uid: PreparedClaim.from_json(c) for uid, c in payload["preparedClaims"].items()}
-        return Checkpoint(node=payload["node"], prepared_claims=claims)
+        epoch = payload.get("journalEpoch", 0)
+        if not isinstance(epoch, int) or epoch < 0:
+            raise CheckpointCorrupted(path, f"journalEpoch {epoch!r} is not a count")
+        return Checkpoint(node=payload["node"], prepared_claims=claims, journal_epoch=epoch)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointCorrupted(path, f"invalid payload: {exc}") from exc
 
@@ -142,7 +150,31 @@ def load(path: Path, node: str) -> Checkpoint:
 
 
 def save(path: Path, checkpoint: Checkpoint) -> None:
-    """Write atomically, the file fsynced before the rename (the kubelet's checkpoint manager's guarantee:
-    a power loss, which is a reboot after which every claim is prepared again, may bring back the
-    previous file, never a torn one)."""
-    atomic_write(path, encode(checkpoint), mode=0o600, durability="file")
+    """Write atomically and durably (temp file, fsync, rename, fsync of the directory): the journal
+    of the previous epoch is reused only once this snapshot survives a power loss. Blocking."""
+    atomic_write(path, encode(checkpoint), mode=0o600, durability="full")
+
+
+# --- journal records: one prepared or unprepared claim ------------------------------------------------
+
+
+def record(uid: str, claim: PreparedClaim | None) -> bytes:
+    """The journal record of preparing ``claim`` (``None``: unpreparing) under ``uid``. Pure."""
+    body: dict[str, Any] = {"op": "unprepare", "uid": uid} if claim is None else {
+        "op": "prepare", "uid": uid, "claim": claim.to_json()}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def apply_record(claims: dict[str, PreparedClaim], raw: bytes, path: str = "<journal>") -> None:
+    """Apply one journal record to ``claims`` (in place). Raises :class:`CheckpointCorrupted` for a
+    record that passed the journal's checksum but does not parse (a bug, not a torn write)."""
+    try:
+        body = json.loads(raw)
+        if body["op"] == "prepare":
+            claims[body["uid"]] = PreparedClaim.from_json(body["claim"])
+        elif body["op"] == "unprepare":
+            claims.pop(body["uid"], None)
+        else:
+            raise ValueError(f"unknown op {body['op']!r}")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointCorrupted(path, f"invalid journal record: {exc}") from exc

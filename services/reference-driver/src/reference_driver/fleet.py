@@ -6,7 +6,7 @@ its own directories under ``--fleet-root``::
     <root>/<node>/plugins_registry/<driver>-reg.sock
     <root>/<node>/plugins/<driver>/dra.sock
     <root>/<node>/cdi/            CDI spec files
-    <root>/<node>/state/          checkpoint.json, health.json
+    <root>/<node>/state/          checkpoint.json, checkpoint.journal.0/1, health.json
 
 its own checkpoint, CDI root and device UUIDs (derived from the node name), and its own grpc.aio server.
 All nodes share the inventory configuration, the ``KubeClient`` and one poller task that checks the
@@ -106,3 +106,4 @@ class Fleet:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._poller
         await asyncio.gather(*(server.stop(grace) for server in self.servers))
+        await asyncio.gather(*(node.state.close() for node in self.nodes.values()))  # snapshots under way

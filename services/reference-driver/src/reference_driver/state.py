@@ -2,8 +2,9 @@
 
 :func:`plan_claim` is pure: from a ResourceClaim (as the API server serves it) and the node's devices it
 computes what to prepare, or raises :class:`ClaimError`. :class:`DeviceState` does the I/O: CDI spec file
-first, then the checkpoint, both written atomically (in one trip to a worker thread), one claim at a time
-under the node's lock.
+first (atomically), then the change as one record in the checkpoint's journal (:mod:`.store`), both in
+one trip to a worker thread, one claim at a time under the node's lock; the answer waits, outside the
+lock, until the record is durable (one ``fdatasync`` shared by the claims that wait together).
 
 Contract (the same as upstream's kubeletplugin):
 - prepare is idempotent: a claim already in the checkpoint returns the devices recorded there (its CDI
@@ -30,6 +31,7 @@ from reference_driver import cdi, checkpoint
 from reference_driver.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from reference_driver.config import ConfigError, base_request, configs_by_request
 from reference_driver.inventory import device_uuid
+from reference_driver.store import JOURNAL_SIZE, ClaimStore, Written, claims_after
 
 log = get_logger(__name__)
 
@@ -162,14 +164,22 @@ def _sharing_env(config: Any) -> dict[str, str]:
 
 
 class DeviceState:
-    """The prepared claims of one node, backed by its checkpoint and CDI directory."""
+    """The prepared claims of one node, backed by its checkpoint (snapshot + journal) and CDI directory.
 
-    def __init__(self, *, identity: DriverIdentity, node_name: str, cdi_root: Path, state_dir: Path) -> None:
+    Every answer (prepared, unprepared, already prepared) is given only once the checkpoint holding it
+    is durable: a driver killed right after answering still knows the claim when it comes back.
+    """
+
+    def __init__(
+        self, *, identity: DriverIdentity, node_name: str, cdi_root: Path, state_dir: Path,
+        journal_size: int = JOURNAL_SIZE,
+    ) -> None:
         self.identity = identity
         self.node_name = node_name
         self.cdi_root = cdi_root
         self.checkpoint_path = state_dir / checkpoint.FILE_NAME
-        self._checkpoint: Checkpoint = checkpoint.load(self.checkpoint_path, node_name)
+        self.store = ClaimStore(state_dir, node_name, journal_size=journal_size)
+        self._checkpoint: Checkpoint = self.store.load()
         self._lock = asyncio.Lock()
 
     @property
@@ -188,50 +198,73 @@ class DeviceState:
             existing = self._checkpoint.prepared_claims.get(uid)
             if existing is not None and self._spec_intact(uid):
                 check_claim(claim, uid, self.identity.driver_name)
-                return existing.devices
-            plan = plan_claim(
-                claim, uid=uid, identity=self.identity, node_name=self.node_name, devices=devices
-            )
-            if existing is not None:  # the CDI file went missing: put it back, keep the recorded devices
-                await asyncio.to_thread(self._write_spec, uid, plan.spec)
-                return existing.devices
-            check_exclusive(uid, plan.prepared, devices, self._checkpoint.prepared_claims)
-            new = self._with_claims({**self._checkpoint.prepared_claims, uid: plan.prepared})
-            # One trip to a thread for both files (each trip costs a thread wake-up and a loop wake-up):
-            # the spec first, so the checkpoint never names a claim whose spec was not written.
-            await asyncio.to_thread(self._write_spec_and_checkpoint, uid, plan.spec, new)
-            self._checkpoint = new
-            log.info("claim prepared", claim_uid=uid, devices=[d.device_name for d in plan.prepared.devices])
-            return plan.prepared.devices
+                written: Written | None = None  # recorded earlier: wait until that record is durable too
+            else:
+                plan = plan_claim(
+                    claim, uid=uid, identity=self.identity, node_name=self.node_name, devices=devices
+                )
+                if existing is not None:  # the CDI file went missing: put it back, keep the recorded devices
+                    await asyncio.to_thread(self._write_spec, uid, plan.spec)
+                    written = None
+                else:
+                    check_exclusive(uid, plan.prepared, devices, self._checkpoint.prepared_claims)
+                    # One trip to a thread for both files (each trip costs a thread wake-up and a loop
+                    # wake-up): the spec first, so the checkpoint never names a claim without its spec.
+                    written = await self._change(uid, plan.prepared, plan.spec)
+                    existing = plan.prepared
+                    log.info("claim prepared", claim_uid=uid,
+                             devices=[d.device_name for d in existing.devices])
+        await self._durable(written)
+        return existing.devices
 
     async def unprepare(self, uid: str) -> None:
         """Unprepare one claim: remove its CDI spec, then forget it. Succeeds for unknown claims."""
         async with self._lock:
-            known = uid in self._checkpoint.prepared_claims
-            new = self._with_claims({k: v for k, v in self._checkpoint.prepared_claims.items() if k != uid})
-            removed = await asyncio.to_thread(self._remove_spec_and_save, uid, new if known else None)
-            if not known:
-                if removed:
+            if uid not in self._checkpoint.prepared_claims:
+                if await asyncio.to_thread(self._remove_spec, uid):
                     log.info("removed CDI spec of a claim missing from the checkpoint", claim_uid=uid)
-                return
-            self._checkpoint = new
-            log.info("claim unprepared", claim_uid=uid)
+                written: Written | None = None
+            else:
+                written = await self._change(uid, None, None)
+                log.info("claim unprepared", claim_uid=uid)
+        await self._durable(written)
 
-    def _with_claims(self, claims: dict[str, PreparedClaim]) -> Checkpoint:
-        return Checkpoint(node=self.node_name, prepared_claims=claims)
+    async def _change(
+        self, uid: str, claim: PreparedClaim | None, spec: Mapping[str, Any] | None
+    ) -> Written:
+        """Write the CDI spec (``claim``) or remove it (``None``), append the record; the node lock held."""
+        record = checkpoint.record(uid, claim)
+        if self.store.needs_switch(record):
+            await self.store.switch(self._checkpoint)
+        written = await asyncio.to_thread(self._files_and_record, uid, spec, record)
+        self._checkpoint = claims_after(self._checkpoint, uid, claim)
+        return written
+
+    def _files_and_record(self, uid: str, spec: Mapping[str, Any] | None, record: bytes) -> Written:
+        if spec is not None:
+            self._write_spec(uid, spec)
+        else:
+            self._remove_spec(uid)
+        return self.store.append(record)
+
+    async def _durable(self, written: Written | None) -> None:
+        """Wait until ``written`` (``None``: every change so far) is durable. A failed flush is repaired
+        with a snapshot of the claims written in full (``OSError`` if that fails too)."""
+        try:
+            await self.store.sync(written)
+        except OSError as exc:
+            log.error("checkpoint journal flush failed, writing a full snapshot", error=str(exc))
+            async with self._lock:
+                await self.store.switch(self._checkpoint, wait=True)
+
+    async def close(self) -> None:
+        await self.store.close()
 
     def _spec_intact(self, uid: str) -> bool:
         return cdi.spec_intact(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid)
 
-    def _write_spec_and_checkpoint(self, uid: str, spec: Mapping[str, Any], new: Checkpoint) -> None:
-        self._write_spec(uid, spec)
-        checkpoint.save(self.checkpoint_path, new)
-
-    def _remove_spec_and_save(self, uid: str, new: Checkpoint | None) -> bool:
-        removed = cdi.remove_spec(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid)
-        if new is not None:
-            checkpoint.save(self.checkpoint_path, new)
-        return removed
+    def _remove_spec(self, uid: str) -> bool:
+        return cdi.remove_spec(self.cdi_root, self.identity.driver_name, self.identity.cdi_class, uid)
 
     def _spec_path(self, uid: str) -> Path:
         return self.cdi_root / cdi.spec_file_name(self.identity.driver_name, self.identity.cdi_class, uid)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from draflow_runtime.errors import AlreadyExists, NotFound
+from draflow_runtime.journal import read_records
 from draflow_runtime.kube import (
     LEASES,
     NAMESPACES,
@@ -123,16 +124,27 @@ async def ensure_namespace(kube: KubeClient, name: str) -> None:
 
 
 def read_node_files(node_dir: Path) -> NodeFiles:
-    """Claim UIDs of ``<fleet>/<node>/cdi/*_<uid>.json`` and of ``<fleet>/<node>/state/checkpoint.json``."""
+    """Claim UIDs of ``<fleet>/<node>/cdi/*_<uid>.json`` and of the reference driver's checkpoint:
+    ``<fleet>/<node>/state/checkpoint.json`` (the snapshot, with its ``journalEpoch`` E), then the
+    records of epoch E in ``checkpoint.journal.<E % 2>`` and of E + 1 in the other journal file."""
     files = NodeFiles()
     cdi = node_dir / "cdi"
     if cdi.is_dir():
         files.cdi = {p.stem.rsplit("_", 1)[-1] for p in cdi.glob("*.json")}
+    state = node_dir / "state"
     try:
-        envelope = json.loads((node_dir / "state" / "checkpoint.json").read_text())
-        files.checkpoint = set(json.loads(envelope["data"]).get("preparedClaims") or {})
+        payload = json.loads(json.loads((state / "checkpoint.json").read_text())["data"])
     except FileNotFoundError:
-        pass
+        payload = {}
+    files.checkpoint = set(payload.get("preparedClaims") or {})
+    epoch = int(payload.get("journalEpoch") or 0)
+    for e in (epoch, epoch + 1):
+        for raw in read_records(state / f"checkpoint.journal.{e % 2}", e).records:
+            record = json.loads(raw)
+            if record["op"] == "prepare":
+                files.checkpoint.add(record["uid"])
+            else:
+                files.checkpoint.discard(record["uid"])
     return files
 
 
