@@ -30,7 +30,9 @@ APPLY_EXTRAS = "kubectl apply -k deploy/demo/extras"
 DELETE_EXTRAS = "kubectl delete -k deploy/demo/extras"
 ONE_SHOT = {"status", "explain", "describe", "events", "trace"}  # subcommands that answer and exit
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-FAILURE_MARKERS = ("not found", "has no", "Traceback", "no answer", "no spans in Jaeger")
+FAILURE_MARKERS = ("not found", "has no", "Traceback", "no answer", "no spans in Jaeger",
+                   # a pool status' validation errors (the demo's pools are all well formed)
+                   "PartitionTypeMissing:", "PartitionCostMismatch:", "SummaryOverCap:")
 SERVICES = {"claim-controller", "structured-allocator", "slice-publisher", "kubelet-dra-shim",
             "reference-driver"}
 # What the README says each *Try it* explanation shows: (subcommand, pod or claim) -> text in the output.

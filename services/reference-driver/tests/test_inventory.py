@@ -130,7 +130,27 @@ def test_inventory_file_rejects_unknown_fields(tmp_path):
 def test_partitionable_profile_names_the_partition_type_of_every_device():
     pool = with_partition_type(build_pool("node-1", config(profile="partitionable", gpu_count=1,
                                                            partitions_per_gpu=4)), "gpu.draflow.example")
-    assert pool.partition_type_attribute == "gpu.draflow.example/partitionType"
+    assert pool.partition_type_attribute == "gpu.draflow.example/partitionGroup"
     assert [attrs(d)["partitionType"] for d in pool.devices] == ["whole", "1/4", "1/4", "1/4", "1/4"]
+    assert [attrs(d)["partitionGroup"] for d in pool.devices] == ["gpu-0:whole"] + ["gpu-0:1/4"] * 4
     plain = with_partition_type(build_pool("node-1", config(gpu_count=1)), "gpu.draflow.example")
     assert plain.partition_type_attribute == "" and "partitionType" not in attrs(plain.devices[0])
+
+
+def test_devices_of_one_partition_group_consume_the_same_counters():
+    # kube-controller-manager's pool status (v1.37.1 resourcepoolstatusrequest views.go) flags a pool
+    # whose devices of one partition type consume different counters (counter set included): with one
+    # group per type across GPUs, every pool of two GPUs or more was "PartitionCostMismatch".
+    pool = with_partition_type(build_pool("node-1", config(profile="partitionable", gpu_count=3,
+                                                           partitions_per_gpu=2)), "gpu.draflow.example")
+    costs: dict[str, set[str]] = {}
+    for d in pool.devices:
+        cost = sorted(f"{c.counter_set}/{k}={v}" for c in d.consumes_counters for k, v in c.counters.items())
+        costs.setdefault(attrs(d)["partitionGroup"], set()).add(",".join(cost))
+    assert len(costs) == 6 and all(len(c) == 1 for c in costs.values()), costs
+
+
+def test_a_pool_with_more_partition_groups_than_a_status_lists_names_no_partition_type():
+    pool = with_partition_type(build_pool("node-1", config(profile="partitionable", gpu_count=17,
+                                                           partitions_per_gpu=2)), "gpu.draflow.example")
+    assert pool.partition_type_attribute == ""

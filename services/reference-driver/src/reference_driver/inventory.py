@@ -12,10 +12,14 @@
 Every device has the attributes ``index`` (int), ``uuid`` (string, derived from the node name),
 ``model`` (string) and ``driverVersion`` (version); partition devices add ``partition`` (int) and
 ``parentUUID`` (string). In the ``partitionable`` profile every device also has ``partitionType``
-(string: ``whole`` or ``1/<partitions>``), and the pool names ``<driver>/partitionType`` as its
-``partition_type_attribute`` (:func:`with_partition_type`; DRAPartitionableDevicesType), so a
-ResourcePoolStatusRequest reports how many of each still fit. The pool is named after the node and is
-local to it.
+(string: ``whole`` or ``1/<partitions>``) and ``partitionGroup`` (string: ``gpu-<i>:<partitionType>``),
+and the pool names ``<driver>/partitionGroup`` as its ``partition_type_attribute``
+(:func:`with_partition_type`; DRAPartitionableDevicesType), so a ResourcePoolStatusRequest reports how
+many of each still fit. Per GPU, because the API server's pool status (as kube-controller-manager
+v1.37.1 computes it) groups devices by that attribute's value and refuses a group whose devices consume
+different counters (``PartitionCostMismatch``): the ``1/<n>`` partitions of two GPUs draw on two counter
+sets, so one group across GPUs would flag every pool with more than one GPU. The pool is named after
+the node and is local to it.
 
 :class:`InventorySource` holds the configuration: the settings give the base, an optional JSON/YAML file
 overrides any of its fields and is re-read when it changes (:meth:`InventorySource.poll`).
@@ -39,6 +43,8 @@ log = get_logger(__name__)
 
 UUID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "https://draflow.dev/reference-driver/gpu")
 PARTITION_TYPE = "partitionType"  # string attribute of partitionable-profile devices: whole, 1/<n>
+PARTITION_GROUP = "partitionGroup"  # gpu-<i>:<partitionType>: the pool's partition type attribute
+MAX_PARTITION_GROUPS = 32  # the API's maxItems on a pool status' partitionSummary
 
 
 class InventoryConfig(BaseModel):
@@ -176,7 +182,8 @@ def _add_partitionable_gpu(
     pool.shared_counters.append(inv.CounterSet(name=counter_set, counters=whole))
     full = inv.Device(
         name=f"gpu-{i}",
-        attributes={**attrs, "partitionable": _attr(True), PARTITION_TYPE: _attr("whole")},
+        attributes={**attrs, "partitionable": _attr(True), PARTITION_TYPE: _attr("whole"),
+                    PARTITION_GROUP: _attr(f"gpu-{i}:whole")},
         capacity=_capacity(config.gpu_memory, config.gpu_compute, consumable=False),
         consumes_counters=[inv.DeviceCounterConsumption(counter_set=counter_set, counters=whole)],
     )
@@ -192,6 +199,7 @@ def _add_partitionable_gpu(
             "partition": _attr(j),
             "partitionable": _attr(True),
             PARTITION_TYPE: _attr(f"1/{n}"),
+            PARTITION_GROUP: _attr(f"gpu-{i}:1/{n}"),
         }
         part = inv.Device(
             name=f"gpu-{i}-part-{j}",
@@ -203,9 +211,12 @@ def _add_partitionable_gpu(
 
 
 def with_partition_type(pool: inv.Pool, driver: str) -> inv.Pool:
-    """Name the pool's partition type attribute (``<driver>/partitionType``) when it has partitions."""
-    if pool.shared_counters:
-        pool.partition_type_attribute = f"{driver}/{PARTITION_TYPE}"
+    """Name the pool's partition type attribute (``<driver>/partitionGroup``) when it has partitions, as
+    long as a pool status can list every group (more would be reported as over the cap, not summarised)."""
+    groups = {d.attributes[PARTITION_GROUP].string_value
+              for d in pool.devices if PARTITION_GROUP in d.attributes}
+    if pool.shared_counters and len(groups) <= MAX_PARTITION_GROUPS:
+        pool.partition_type_attribute = f"{driver}/{PARTITION_GROUP}"
     return pool
 
 

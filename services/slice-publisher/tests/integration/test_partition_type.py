@@ -37,9 +37,11 @@ async def test_partitionable_pool_carries_its_partition_type_attribute(harness: 
         if s["spec"].get("sharedCounters"):
             assert "partitionTypeAttribute" not in s["spec"]  # the API allows it on device slices only
         else:
-            assert s["spec"]["partitionTypeAttribute"] == f"{DRIVER}/partitionType"
+            assert s["spec"]["partitionTypeAttribute"] == f"{DRIVER}/partitionGroup"
             types = {d["name"]: d["attributes"]["partitionType"]["string"] for d in s["spec"]["devices"]}
             assert types["gpu-0"] == "whole" and types["gpu-0-part-1"] == "1/2"
+            groups = {d["name"]: d["attributes"]["partitionGroup"]["string"] for d in s["spec"]["devices"]}
+            assert groups["gpu-0"] == "gpu-0:whole" and groups["gpu-1-part-1"] == "gpu-1:1/2"
     await eventually(lambda: settled(pub), timeout=30, what="publisher settled")
     versions = sorted(s["metadata"]["resourceVersion"] for s in await h.slices())
 
