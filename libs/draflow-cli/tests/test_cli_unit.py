@@ -214,3 +214,30 @@ def test_asyncio_tls_close_note_is_dropped_other_asyncio_warnings_kept() -> None
     quiet = QuietTlsClose()
     assert not quiet.filter(record("returning true from eof_received() has no effect when using ssl"))
     assert quiet.filter(record("Executing <Task> took 0.2 seconds"))
+
+
+def test_a_reader_that_leaves_early_ends_the_cli_quietly(monkeypatch, capsys) -> None:
+    # `kubectl draflow describe node sim-0 | head`: the pipe closes before the output is written; the CLI
+    # exits as a tool killed by SIGPIPE would (141) instead of printing a BrokenPipeError traceback.
+    import os
+    import sys
+
+    import draflow_cli.__main__ as cli
+
+    async def answer(args):
+        return "line\n" * 100_000
+
+    monkeypatch.setattr(cli, "run", answer)
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    saved = os.dup(1)
+    with capsys.disabled():
+        os.dup2(write_end, 1)
+        os.close(write_end)
+        try:
+            monkeypatch.setattr(sys, "stdout", os.fdopen(1, "w", closefd=False))
+            code = cli.main(["status"])
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    assert code == 141

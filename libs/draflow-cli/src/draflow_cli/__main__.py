@@ -31,6 +31,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 
@@ -184,7 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a CLI: one line, no traceback
         print(f"draflow {args.command}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
-    print(out)
+    try:
+        print(out, flush=True)
+    except BrokenPipeError:  # `draflow ... | head`: the reader left; exit as a SIGPIPE'd tool, no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit flush cannot fail
+        return 128 + signal.SIGPIPE
     return 0
 
 
