@@ -17,7 +17,7 @@ from draflow_runtime.podgroups import bind_to
 from .explain_http import PodExplanation
 from .outcomes import Decision, Unschedulable, Waiting
 
-__all__ = ["resolve_claims"]
+__all__ = ["claims_missing", "resolve_claims"]
 
 Obj = Mapping[str, Any]
 
@@ -58,3 +58,12 @@ def resolve_claims(pod: Obj, claim_of: Callable[[str], Obj | None],
         ref = bind_to(pod, pod_group, pc) if pod_group is not None else None
         consumers.append(ref if ref is not None and ref.get("resource") == "podgroups" else None)
     return claims, consumers
+
+
+def claims_missing(pod: Obj, claim_of: Callable[[str], Obj | None]) -> bool:
+    """Upstream DynamicResources PreEnqueue: a claim the pod needs does not exist yet (a template claim
+    without its name in the pod status, or a named claim not in the cache). Such a pod is not tried at
+    all (no attempt, no span); the pod update or the claim event that ends the wait enqueues it again."""
+    ns = pod["metadata"]["namespace"]
+    return any(pc.needed and (pc.claim_name is None or claim_of(f"{ns}/{pc.claim_name}") is None)
+               for pc in pod_claims(pod))

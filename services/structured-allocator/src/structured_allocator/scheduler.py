@@ -52,6 +52,7 @@ from .explain_http import ExplanationStore
 from .gang import assume_plan, plan_of
 from .gang_attempts import GroupAttempts, GroupKey
 from .giveback import GiveBacks
+from .podclaims import claims_missing
 from .report import Reporter
 from .responder import AllocateKey, AllocateRequests
 from .scoring import make_scorer
@@ -170,7 +171,8 @@ class Scheduler:
             self._failures.pop(key, None)
             self.queue.forget(key)
             return
-        self.queue.add(key)
+        if key not in self.in_flight and key not in self._bound:  # reconcile would do nothing for it
+            self.queue.add(key)
 
     def claim_changed(self, key: str, freed: bool) -> None:
         self.binding.notify(key)
@@ -178,7 +180,9 @@ class Scheduler:
         if claim is None or (claim.get("status") or {}).get("allocation"):
             self.explanations.forget([key])  # deleted or allocated: no longer waiting for devices
         for pod in self.state.pods_using_claim(key):
-            self.queue.add(key_of(pod))
+            pod_key = key_of(pod)
+            if pod_key not in self.in_flight and pod_key not in self._bound:  # our own writes' echoes
+                self.queue.add(pod_key)
         if freed:
             self.requeue_unschedulable()
 
@@ -213,6 +217,8 @@ class Scheduler:
         if group is not None:  # a PodGroup member: tried with its group (one key per group)
             self.queue.add(group)
             return Done()
+        if claims_missing(pod, self.state.claims.get):
+            return Done()  # PreEnqueue: the pod update or claim event that ends the wait enqueues it
         with bind(pod=key):
             return await self.attempt(pod)
 
