@@ -13,6 +13,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from draflow_runtime.tracing import (
     TRACEPARENT_ANNOTATION,
+    TRACESTATE_ANNOTATION,
     context_from_annotations,
     context_from_headers,
     context_from_metadata,
@@ -80,6 +81,19 @@ def test_no_active_span_injects_nothing() -> None:
 )
 def test_missing_or_invalid_annotation_gives_no_context(annotations: dict[str, str] | None) -> None:
     assert context_from_annotations(annotations) is None
+
+
+def test_annotation_contexts_are_parsed_once_per_traceparent_and_tracestate() -> None:
+    parent = "00-" + "5e" * 16 + "-" + "5a" * 8 + "-01"
+    first = context_from_annotations({TRACEPARENT_ANNOTATION: parent, "a": "1"})
+    again = context_from_annotations({TRACEPARENT_ANNOTATION: parent, "b": "2"})
+    with_state = context_from_annotations({TRACEPARENT_ANNOTATION: parent, TRACESTATE_ANNOTATION: "k=v"})
+    assert first is not None and again is first  # the parse of an annotation seen before is reused
+    assert with_state is not None and with_state is not first
+    assert trace.get_current_span(with_state).get_span_context().trace_state.get("k") == "v"
+    span = trace.get_current_span(first).get_span_context()
+    assert (format(span.trace_id, "032x"), format(span.span_id, "016x")) == ("5e" * 16, "5a" * 8)
+    assert not span.trace_state
 
 
 def test_header_round_trip_continues_the_trace(

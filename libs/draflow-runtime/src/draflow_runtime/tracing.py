@@ -18,6 +18,7 @@ Set-up follows the standard OpenTelemetry environment variables:
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import Any
@@ -136,12 +137,21 @@ def inject_into_annotations(
 
 
 def context_from_annotations(annotations: Mapping[str, str] | None) -> Context | None:
-    """The remote span context stored in an object's annotations, or None if absent or malformed."""
+    """The remote span context stored in an object's annotations, or None if absent or malformed.
+
+    Parsed once per distinct ``traceparent``/``tracestate`` pair (:func:`_annotation_context`): the W3C
+    parse costs ~35 µs and the same claim's annotation is read several times per placement (decision
+    span, trace check, NATS event headers). The returned context is shared; contexts are immutable."""
     if not annotations or TRACEPARENT_ANNOTATION not in annotations:
         return None
-    carrier = {"traceparent": annotations[TRACEPARENT_ANNOTATION]}
-    if TRACESTATE_ANNOTATION in annotations:
-        carrier["tracestate"] = annotations[TRACESTATE_ANNOTATION]
+    return _annotation_context(annotations[TRACEPARENT_ANNOTATION], annotations.get(TRACESTATE_ANNOTATION))
+
+
+@functools.lru_cache(maxsize=4096)
+def _annotation_context(traceparent: str, tracestate: str | None) -> Context | None:
+    carrier = {"traceparent": traceparent}
+    if tracestate is not None:
+        carrier["tracestate"] = tracestate
     return _valid(_W3C.extract(carrier, context=Context()))
 
 
