@@ -26,19 +26,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from opentelemetry.context import Context as OtelContext
-
 from draflow_runtime.dra import PodClaim, pod_group_name
-from draflow_runtime.errors import ApiError, Invalid, NotFound
-from draflow_runtime.kube import POD_GROUPS, RESOURCE_CLAIMS
-from draflow_runtime.log import bind, get_logger
+from draflow_runtime.errors import ApiError, NotFound
+from draflow_runtime.kube import POD_GROUPS
+from draflow_runtime.log import bind
 from draflow_runtime.podgroups import is_for_pod_group, pod_group_claims
 from draflow_runtime.reconcile import Done, TerminalError
-from draflow_runtime.tracing import inject_into_annotations
 
 from . import metrics
 from .context import Context
-from .naming import POD_CLAIM_NAME_ANNOTATION, claim_body
+from .creation import create_from_template
+from .naming import POD_CLAIM_NAME_ANNOTATION
 from .podgroup_protection import release_when_unused
 
 __all__ = [
@@ -49,8 +47,6 @@ __all__ = [
     "member_key",
     "sync_pod_group",
 ]
-
-log = get_logger(__name__)
 
 Obj = dict[str, Any]
 
@@ -124,52 +120,22 @@ async def group_claim(ctx: Context, pod_group: Mapping[str, Any], pc: PodClaim) 
     return None
 
 
-def _body(pod_group: Mapping[str, Any], pc: PodClaim, template: Mapping[str, Any]) -> Obj:
+def _owner_ref(pod_group: Mapping[str, Any]) -> Obj:
+    """The controller owner reference of a claim generated for ``pod_group``."""
     meta = pod_group["metadata"]
     # As upstream: controller only (blockOwnerDeletion would need update on podgroups/finalizers).
-    owner = {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup", "name": meta["name"],
-             "uid": meta["uid"], "controller": True}
-    return claim_body(owner, meta["namespace"], pc.name, template)
+    return {"apiVersion": POD_GROUPS.api_version, "kind": "PodGroup", "name": meta["name"],
+            "uid": meta["uid"], "controller": True}
 
 
 async def _create(ctx: Context, pod_group: Obj, pc: PodClaim) -> Obj | None:
-    """Create the group's claim for ``pc`` under a root span ``claim.create``; None (after a Warning
-    Event) when the template is missing: its arrival enqueues the PodGroup again."""
-    meta = pod_group["metadata"]
-    namespace = meta["namespace"]
-    template = ctx.templates.get(f"{namespace}/{pc.template_name}")
-    if template is None:
-        await ctx.recorder.event(
-            pod_group, "Warning", "FailedResourceClaimCreation",
-            f"PodGroup claim {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
-            action="CreatingResourceClaims")
-        return None
-    body = _body(pod_group, pc, template)
-    with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
-        span.set_attribute("k8s.namespace.name", namespace)
-        span.set_attribute("draflow.podgroup", meta["name"])
-        span.set_attribute("draflow.pod_claim", pc.name)
-        span.set_attribute("draflow.template", pc.template_name or "")
-        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
-        try:
-            claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
-                                          field_manager=ctx.settings.field_manager)
-        except Invalid as exc:
-            metrics.ERRORS.labels(operation="create").inc()
-            raise PodGroupClaimError(
-                f"PodGroup claim {pc.name}: claim from template {pc.template_name} is invalid: {exc.message}",
-                pod_group=pod_group, reason="FailedResourceClaimCreation") from exc
-        except ApiError:
-            metrics.ERRORS.labels(operation="create").inc()
-            raise
-        span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
-        span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
-    ctx.mutations.mutated(claim)
-    metrics.CLAIMS_CREATED.inc()
-    log.debug("claim created for pod group", claim=f"{namespace}/{claim['metadata']['name']}",
-             pod_claim=pc.name)
-    await ctx.events.created(claim, "", None)
-    return claim
+    """Create the group's claim for ``pc`` (:func:`~.creation.create_from_template`); None (after a
+    Warning Event) when the template is missing: its arrival enqueues the PodGroup again."""
+    return await create_from_template(
+        ctx, pod_group, _owner_ref(pod_group), pc, what="PodGroup claim",
+        span_attributes={"draflow.podgroup": pod_group["metadata"]["name"]},
+        invalid=lambda message: PodGroupClaimError(message, pod_group=pod_group,
+                                                   reason="FailedResourceClaimCreation"))
 
 
 async def _record(ctx: Context, pod_group: Obj, names: Mapping[str, str]) -> None:

@@ -21,8 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.context import Context as OtelContext
-
 from draflow_runtime.dra import (
     RESERVED_FOR_MAX,
     PodClaim,
@@ -32,17 +30,16 @@ from draflow_runtime.dra import (
     pod_claims,
     pod_group_name,
 )
-from draflow_runtime.errors import ApiError, Conflict, Invalid, NotFound
+from draflow_runtime.errors import ApiError, Conflict, NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from draflow_runtime.log import bind, get_logger
 from draflow_runtime.podgroups import bind_to, is_pod_group_reference
 from draflow_runtime.reconcile import Done, RequeueAfter, TerminalError
-from draflow_runtime.tracing import inject_into_annotations
 
 from . import metrics
 from .allocator import AllocationRefused, AllocatorUnavailable
 from .context import Context
-from .naming import claim_body
+from .creation import create_from_template
 from .nodeselector import node_selector_admits, selector_needs_labels
 from .ownership import is_generated_for, pod_is_done
 from .podgroups import group_claim
@@ -140,53 +137,22 @@ async def _existing_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
     return None
 
 
-def _claim_body(pod: Obj, pc: PodClaim, template: Mapping[str, Any]) -> Obj:
-    """The ResourceClaim generated from ``template`` for pod claim ``pc`` (a fresh dict)."""
+def _owner_ref(pod: Obj) -> Obj:
+    """The controller owner reference of a claim generated for ``pod``."""
     meta = pod["metadata"]
-    owner = {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
-             "controller": True, "blockOwnerDeletion": True}
-    return claim_body(owner, meta["namespace"], pc.name, template)
+    return {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
 
 
 async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
-    """Create the claim for ``pc`` under a new root span ``claim.create`` whose traceparent goes into the
-    claim's annotations. Returns None (after a Warning Event) when the template is missing: the
-    template's arrival enqueues the pod again."""
-    namespace = _ns(pod)
-    template = ctx.templates.get(f"{namespace}/{pc.template_name}")
-    if template is None:
-        await ctx.recorder.event(
-            pod, "Warning", "FailedResourceClaimCreation",
-            f"pod claim {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
-            action="CreatingResourceClaims",
-        )
-        return None
-    body = _claim_body(pod, pc, template)
-    # A root span: the claim's whole life (allocation, preparation...) is one trace starting here.
-    with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
-        span.set_attribute("k8s.namespace.name", namespace)
-        span.set_attribute("k8s.pod.name", pod["metadata"]["name"])
-        span.set_attribute("draflow.pod_claim", pc.name)
-        span.set_attribute("draflow.template", pc.template_name or "")
-        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
-        try:
-            claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
-                                          field_manager=ctx.settings.field_manager)
-        except Invalid as exc:
-            metrics.ERRORS.labels(operation="create").inc()
-            raise PodClaimError(f"pod claim {pc.name}: claim from template {pc.template_name} is invalid: "
-                                f"{exc.message}", pod=pod, reason="FailedResourceClaimCreation") from exc
-        except ApiError:
-            metrics.ERRORS.labels(operation="create").inc()
-            raise
-        span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
-        span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
-        ctx.mutations.mutated(claim)
-        metrics.CLAIMS_CREATED.inc()
-        log.debug("claim created", claim=f"{namespace}/{claim['metadata']['name']}", pod_claim=pc.name)
-        await ctx.events.created(claim, f"{namespace}/{pod['metadata']['name']}",
-                                 (pod.get("spec") or {}).get("nodeName"))
-    if ctx.hooks.after_claim_create is not None:
+    """Create the claim for ``pc`` (:func:`~.creation.create_from_template`). Returns None (after a
+    Warning Event) when the template is missing: the template's arrival enqueues the pod again."""
+    name = pod["metadata"]["name"]
+    claim = await create_from_template(
+        ctx, pod, _owner_ref(pod), pc, what="pod claim", span_attributes={"k8s.pod.name": name},
+        invalid=lambda message: PodClaimError(message, pod=pod, reason="FailedResourceClaimCreation"),
+        pod=f"{_ns(pod)}/{name}", node=(pod.get("spec") or {}).get("nodeName"))
+    if claim is not None and ctx.hooks.after_claim_create is not None:
         await ctx.hooks.after_claim_create(pod, claim)
     return claim
 

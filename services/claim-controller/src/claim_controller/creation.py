@@ -1,0 +1,85 @@
+"""Creating a claim from a ResourceClaimTemplate, for a pod or a PodGroup alike (upstream's ``handleClaim``
+and ``handlePodGroupClaim`` create the same way).
+
+:func:`create_from_template` reads the template from the cache (missing: a Warning
+``FailedResourceClaimCreation`` on the owner and None: the template's arrival enqueues the owner again),
+builds the body (:func:`~claim_controller.naming.claim_body`), and creates it under a new root span
+``claim.create`` whose ``traceparent`` goes into the claim's annotations: the claim's whole life
+(allocation, preparation...) is one trace starting here. An Invalid answer becomes the caller's terminal
+error (a Warning Event, not retried); any other API error is counted and raised (retried with backoff).
+The created claim goes into the mutation cache (so a retry finds it before the informer does) and is
+announced on NATS (``created``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from opentelemetry.context import Context as OtelContext
+
+from draflow_runtime.dra import PodClaim
+from draflow_runtime.errors import ApiError, Invalid
+from draflow_runtime.kube import RESOURCE_CLAIMS
+from draflow_runtime.log import get_logger
+from draflow_runtime.reconcile import TerminalError
+from draflow_runtime.tracing import inject_into_annotations
+
+from . import metrics
+from .context import Context
+from .naming import claim_body
+
+__all__ = ["create_from_template"]
+
+log = get_logger(__name__)
+
+Obj = dict[str, Any]
+
+
+async def create_from_template(
+    ctx: Context, owner: Obj, owner_ref: Mapping[str, Any], pc: PodClaim, *, what: str,
+    span_attributes: Mapping[str, str], invalid: Callable[[str], TerminalError], pod: str = "",
+    node: str | None = None,
+) -> Obj | None:
+    """Create the claim of ``pc`` of ``owner`` (a pod or a PodGroup, whose owner reference is ``owner_ref``)
+    from its template; None (after a Warning Event) when the template is missing.
+
+    ``what`` names the entry in messages ("pod claim", "PodGroup claim"); ``span_attributes`` are added
+    to the ``claim.create`` span; ``invalid(message)`` is the terminal error raised when the API server
+    rejects the claim as Invalid; ``pod`` and ``node`` go into the ``created`` event.
+    """
+    namespace = owner["metadata"]["namespace"]
+    template = ctx.templates.get(f"{namespace}/{pc.template_name}")
+    if template is None:
+        await ctx.recorder.event(
+            owner, "Warning", "FailedResourceClaimCreation",
+            f"{what} {pc.name}: ResourceClaimTemplate {pc.template_name} not found",
+            action="CreatingResourceClaims",
+        )
+        return None
+    body = claim_body(owner_ref, namespace, pc.name, template)
+    with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
+        span.set_attribute("k8s.namespace.name", namespace)
+        for key, value in span_attributes.items():
+            span.set_attribute(key, value)
+        span.set_attribute("draflow.pod_claim", pc.name)
+        span.set_attribute("draflow.template", pc.template_name or "")
+        body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
+        try:
+            claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
+                                          field_manager=ctx.settings.field_manager)
+        except Invalid as exc:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise invalid(f"{what} {pc.name}: claim from template {pc.template_name} is invalid: "
+                          f"{exc.message}") from exc
+        except ApiError:
+            metrics.ERRORS.labels(operation="create").inc()
+            raise
+        span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
+        span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
+        ctx.mutations.mutated(claim)
+        metrics.CLAIMS_CREATED.inc()
+        log.debug("claim created", claim=f"{namespace}/{claim['metadata']['name']}", pod_claim=pc.name,
+                  owner_kind=owner_ref.get("kind"))
+        await ctx.events.created(claim, pod, node)
+    return claim
