@@ -63,9 +63,13 @@ async def serve(settings: Settings) -> None:
 
 async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
     """``settings`` with each feature whose API ``kube`` does not serve turned off (a warning each):
-    DRAWorkloadResourceClaims without PodGroups, DeviceTaintRule eviction without DeviceTaintRules."""
-    if settings.pod_groups and not await api_served(kube, POD_GROUPS, "DRAWorkloadResourceClaims"):
-        settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+    DRAWorkloadResourceClaims and GenericWorkload without PodGroups, DeviceTaintRule eviction without
+    DeviceTaintRules."""
+    gate = "DRAWorkloadResourceClaims" if settings.pod_groups else "GenericWorkload"
+    if settings.generic_workload and not await api_served(kube, POD_GROUPS, gate):
+        if settings.pod_groups:
+            settings = settings.with_gate_off("DRAWorkloadResourceClaims")
+        settings = settings.with_gate_off("GenericWorkload")
     if settings.device_taint_eviction and settings.device_taint_rules and \
             not await api_served(kube, DEVICE_TAINT_RULES, "DRADeviceTaintRules"):
         settings = settings.model_copy(update={"device_taint_rules": False})

@@ -156,7 +156,7 @@ class Context:
     applied: AppliedStatuses = field(default_factory=AppliedStatuses)
     hooks: Hooks = field(default_factory=Hooks)
     tracer: trace.Tracer = field(default_factory=lambda: trace.get_tracer("claim_controller"))
-    pod_groups: Informer | None = None  # DRAWorkloadResourceClaims on: PodGroups of the watched namespaces
+    pod_groups: Informer | None = None  # GenericWorkload on: PodGroups of the watched namespaces
 
     def pod_group(self, namespace: str, name: str) -> Obj | None:
         """The cached PodGroup (None: unknown, or PodGroups are not watched)."""

@@ -5,16 +5,19 @@ pieces of bookkeeping the reconciles cannot reconstruct: the UIDs of deleted pod
 deleted claims (for the ``deleted`` NATS event). What enqueues what:
 
 =================  ==================================================================================
-pod event          the pod (if it has ``spec.resourceClaims``); when it is deleted or done, also every
-                   claim it uses or owns (their reservations may have to go)
+pod event          the pod (if it has ``spec.resourceClaims`` and is not being deleted); when it is
+                   deleted or done, also every claim it uses or owns, its extended resource claim too
+                   (their reservations may have to go)
 claim event        the claim; every pod that references it by name (index ``byClaim``); its owner pod
 template event     every pod with a claim from that template (index ``byTemplate``); every PodGroup too
-podgroup event     the PodGroup (``podgroup:<ns>/<name>``, if it lists claims) and its member pods (index
-                   ``byPodGroup``); when it is deleted, the claims it names or owns (their reservations go)
+podgroup event     the PodGroup (``podgroup:<ns>/<name>``, if it lists claims) and its member pods with
+                   claims (index ``byPodGroup``); when it is deleted, the claims it names or owns (their
+                   reservations go)
 =================  ==================================================================================
 
-PodGroups (``scheduling.k8s.io/v1beta1``) are watched only with DRAWorkloadResourceClaims
-(``--feature-gates``); their claims: :mod:`~claim_controller.podgroups`.
+PodGroups (``scheduling.k8s.io/v1beta1``) are watched with GenericWorkload (``--feature-gates``): a member
+pod waits for its PodGroup, as upstream. Their claims (:mod:`~claim_controller.podgroups`) and every
+PodGroup event but a new group's arrival (which wakes its waiting members) need DRAWorkloadResourceClaims.
 
 With ``--device-taint-eviction`` (default on) a :class:`~claim_controller.eviction.TaintEviction` shares
 the pod and claim informers and runs its own queue (NoExecute device taints, DeviceTaintRule status).
@@ -51,6 +54,7 @@ from draflow_runtime.podgroups import owning_pod_group
 from draflow_runtime.reconcile import Done, RequeueAfter, Runner, TerminalError
 from draflow_runtime.workqueue import WorkQueue
 
+from . import metrics
 from .allocator import AllocatorClient
 from .claims import sync_claim
 from .context import BY_CLAIM, BY_MEMBER, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
@@ -115,7 +119,8 @@ class Controller:
                                indexers={BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools})
         self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups",
                                    indexers={BY_CLAIM: group_claim_keys, BY_TEMPLATE: group_template_keys}) \
-            if settings.pod_groups else None
+            if settings.generic_workload else None
+        self.group_claims = settings.pod_groups  # DRAWorkloadResourceClaims (read once: handlers are hot)
         self.templates = Informer(kube, RESOURCE_CLAIM_TEMPLATES, namespace, name="resourceclaimtemplates")
         self.queue = queue if queue is not None else WorkQueue(name=COMPONENT)
         self.recorder = EventRecorder(kube, COMPONENT)
@@ -172,6 +177,7 @@ class Controller:
             for informer in informers:
                 await informer.wait_synced()
             self._synced.set()
+            metrics.CLAIMS.source = self._claims_for_metrics
             log.info("caches synced", pods=len(self.pods), claims=len(self.claims),
                      templates=len(self.templates))
             async with asyncio.TaskGroup() as group:
@@ -180,6 +186,8 @@ class Controller:
                     group.create_task(self.eviction.runner.run())
         finally:
             self._synced.clear()
+            if metrics.CLAIMS.source == self._claims_for_metrics:
+                metrics.CLAIMS.source = lambda: None
             if self._eviction_task is not None:
                 self._eviction_task.cancel()
             self.queue.shutdown()
@@ -189,6 +197,10 @@ class Controller:
                 with contextlib.suppress(Exception):
                     await informer.stop()
             await self.recorder.aclose()  # the counts of repeated Events not written yet
+
+    def _claims_for_metrics(self) -> list[Obj] | None:
+        """The claims of ``draflow_claim_controller_resource_claims`` (None until the informers synced)."""
+        return self.claims.list() if self.synced else None
 
     # -- reconcile -------------------------------------------------------------------------------
 
@@ -208,7 +220,7 @@ class Controller:
             return await sync_pod(self.ctx, namespace, name)
         if kind + ":" == CLAIM_PREFIX:
             return await sync_claim(self.ctx, namespace, name)
-        if kind + ":" == POD_GROUP_PREFIX:
+        if kind + ":" == POD_GROUP_PREFIX and self.group_claims:
             return await sync_pod_group(self.ctx, namespace, name)
         log.error("unknown key dropped", key=key)
         return Done()
@@ -267,7 +279,8 @@ class Controller:
             if self._claim_shard(claim) == shard:
                 self.queue.add(CLAIM_PREFIX + key_of(claim))
                 queued += 1
-        for group in self.pod_groups.list() if self.pod_groups is not None else ():
+        groups = self.pod_groups.list() if self.pod_groups is not None and self.group_claims else []
+        for group in groups:
             if shard_of(key_of(group), self.shards) == shard:
                 self.queue.add(POD_GROUP_PREFIX + key_of(group))
                 queued += 1
@@ -303,13 +316,17 @@ class Controller:
             self.ctx.deleted_pods.add(pod["metadata"].get("uid", ""))
             self._enqueue_claims_of(pod)
             return
-        self._add(POD_PREFIX + key)
-        if pod_is_done(pod) or (pod.get("metadata") or {}).get("deletionTimestamp"):
+        deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
+        if (pod.get("spec") or {}).get("resourceClaims") and not deleting:
+            # As upstream: a pod with only an extended resource claim, or one being deleted, needs no
+            # sync_pod (it makes no claim for them); their claims are queued below.
+            self._add(POD_PREFIX + key)
+        if pod_is_done(pod) or deleting:
             self._enqueue_claims_of(pod)
 
     def _protected_group_of(self, pod: Obj) -> None:
         """A member pod ended: its PodGroup, if being deleted, may lose its protection finalizer."""
-        group = self.ctx.pod_group_of(pod) if self.pod_groups is not None else None
+        group = self.ctx.pod_group_of(pod) if self.group_claims else None
         if group is not None and (group.get("metadata") or {}).get("deletionTimestamp"):
             self._add(POD_GROUP_PREFIX + key_of(group))
 
@@ -334,22 +351,21 @@ class Controller:
         owner = owning_pod(claim)
         if owner is not None:
             self._add(f"{POD_PREFIX}{claim['metadata'].get('namespace', '')}/{owner[0]}")
-        if self.pod_groups is not None:
+        if self.pod_groups is not None and self.group_claims:
             for group in self.pod_groups.by_index(BY_CLAIM, key):
                 self._on_pod_group("update", None, group)
             group_owner = owning_pod_group(claim)
             if group_owner is not None:
                 namespace = claim["metadata"].get("namespace", "")
                 self._add(f"{POD_GROUP_PREFIX}{namespace}/{group_owner[0]}")
-                for pod in self.ctx.pods_indexed(BY_MEMBER, f"{namespace}/{group_owner[0]}"):
-                    self._add(POD_PREFIX + key_of(pod))
+                self._add_members(f"{namespace}/{group_owner[0]}")
 
     def _on_template(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
         if event == "delete" or new is None:
             return
         for pod in self.ctx.pods_indexed(BY_TEMPLATE, key_of(new)):
             self._add(POD_PREFIX + key_of(pod))
-        if self.pod_groups is not None:
+        if self.pod_groups is not None and self.group_claims:
             for group in self.pod_groups.by_index(BY_TEMPLATE, key_of(new)):
                 self._add(POD_GROUP_PREFIX + key_of(group))
 
@@ -360,6 +376,10 @@ class Controller:
         if group is None:
             return
         key = key_of(group)
+        if not self.group_claims:  # GenericWorkload only: a new group wakes the members waiting for it
+            if event == "add":
+                self._add_members(key)
+            return
         if event == "delete":
             self.ctx.deleted_pods.add(group["metadata"].get("uid", ""))
             namespace = group["metadata"].get("namespace", "")
@@ -370,6 +390,11 @@ class Controller:
             return
         if (group.get("spec") or {}).get("resourceClaims") or group["metadata"].get("deletionTimestamp"):
             self._add(POD_GROUP_PREFIX + key)
-        for pod in self.ctx.pods_indexed(BY_MEMBER, key):
-            self._add(POD_PREFIX + key_of(pod))
+        self._add_members(key)
 
+    def _add_members(self, group_key: str) -> None:
+        """Queue the member pods of PodGroup ``group_key`` that have claims (as upstream: the others have
+        nothing to do with the group's claims)."""
+        for pod in self.ctx.pods_indexed(BY_MEMBER, group_key):
+            if (pod.get("spec") or {}).get("resourceClaims"):
+                self._add(POD_PREFIX + key_of(pod))

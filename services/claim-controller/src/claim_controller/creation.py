@@ -5,27 +5,30 @@ and ``handlePodGroupClaim`` create the same way).
 ``FailedResourceClaimCreation`` on the owner and None: the template's arrival enqueues the owner again),
 builds the body (:func:`~claim_controller.naming.claim_body`), and creates it under a new root span
 ``claim.create`` whose ``traceparent`` goes into the claim's annotations: the claim's whole life
-(allocation, preparation...) is one trace starting here. An Invalid answer becomes the caller's terminal
-error (a Warning Event, not retried); any other API error is counted and raised (retried with backoff).
+(allocation, preparation...) is one trace starting here. A create the API server refuses (Invalid too:
+a claim asking for admin access outside a namespace labelled for it becomes valid once the namespace is
+labelled) is a Warning ``FailedResourceClaimCreation`` on the owner and an error the runner retries with
+backoff, as upstream. Every attempt is counted in ``resourceclaim_creates_total`` by status, admin access
+and owner (as upstream).
 The created claim goes into the mutation cache (so a retry finds it before the informer does) and is
 announced on NATS (``created``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from opentelemetry.context import Context as OtelContext
 
 from draflow_runtime.dra import PodClaim
-from draflow_runtime.errors import ApiError, Invalid
+from draflow_runtime.errors import ApiError, TransportError
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import get_logger
-from draflow_runtime.reconcile import TerminalError
 from draflow_runtime.tracing import inject_into_annotations
 
 from . import metrics
+from .claimmetrics import admin_access, owner_labels
 from .context import Context
 from .naming import claim_body
 
@@ -38,15 +41,14 @@ Obj = dict[str, Any]
 
 async def create_from_template(
     ctx: Context, owner: Obj, owner_ref: Mapping[str, Any], pc: PodClaim, *, what: str,
-    span_attributes: Mapping[str, str], invalid: Callable[[str], TerminalError], pod: str = "",
-    node: str | None = None,
+    span_attributes: Mapping[str, str], pod: str = "", node: str | None = None,
 ) -> Obj | None:
     """Create the claim of ``pc`` of ``owner`` (a pod or a PodGroup, whose owner reference is ``owner_ref``)
     from its template; None (after a Warning Event) when the template is missing.
 
     ``what`` names the entry in messages ("pod claim", "PodGroup claim"); ``span_attributes`` are added
-    to the ``claim.create`` span; ``invalid(message)`` is the terminal error raised when the API server
-    rejects the claim as Invalid; ``pod`` and ``node`` go into the ``created`` event.
+    to the ``claim.create`` span; ``pod`` and ``node`` go into the ``created`` event. Raises the API
+    error of a refused create (after the Warning Event).
     """
     namespace = owner["metadata"]["namespace"]
     template = ctx.templates.get(f"{namespace}/{pc.template_name}")
@@ -65,16 +67,22 @@ async def create_from_template(
         span.set_attribute("draflow.pod_claim", pc.name)
         span.set_attribute("draflow.template", pc.template_name or "")
         body["metadata"]["annotations"] = inject_into_annotations(body["metadata"]["annotations"])
+        labels = (admin_access(body), *owner_labels(body))
         try:
             claim = await ctx.kube.create(RESOURCE_CLAIMS, body, namespace,
                                           field_manager=ctx.settings.field_manager)
-        except Invalid as exc:
-            metrics.ERRORS.labels(operation="create").inc()
-            raise invalid(f"{what} {pc.name}: claim from template {pc.template_name} is invalid: "
-                          f"{exc.message}") from exc
-        except ApiError:
-            metrics.ERRORS.labels(operation="create").inc()
+        except TransportError:
+            metrics.RESOURCECLAIM_CREATES.labels("failure", *labels).inc()
             raise
+        except ApiError as exc:
+            metrics.RESOURCECLAIM_CREATES.labels("failure", *labels).inc()
+            metrics.ERRORS.labels(operation="create").inc()
+            await ctx.recorder.event(
+                owner, "Warning", "FailedResourceClaimCreation",
+                f"{what} {pc.name}: creating the claim from ResourceClaimTemplate {pc.template_name} "
+                f"failed: {exc.message}", action="CreatingResourceClaims")
+            raise
+        metrics.RESOURCECLAIM_CREATES.labels("success", *labels).inc()
         span.set_attribute("k8s.resourceclaim.name", claim["metadata"]["name"])
         span.set_attribute("k8s.resourceclaim.uid", claim["metadata"]["uid"])
         ctx.mutations.mutated(claim)
@@ -83,3 +91,4 @@ async def create_from_template(
                   owner_kind=owner_ref.get("kind"))
         await ctx.events.created(claim, pod, node)
     return claim
+

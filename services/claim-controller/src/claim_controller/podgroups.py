@@ -31,7 +31,7 @@ from draflow_runtime.errors import ApiError, NotFound
 from draflow_runtime.kube import POD_GROUPS
 from draflow_runtime.log import bind
 from draflow_runtime.podgroups import is_for_pod_group, pod_group_claims
-from draflow_runtime.reconcile import Done, TerminalError
+from draflow_runtime.reconcile import Done
 
 from . import metrics
 from .context import Context
@@ -40,7 +40,6 @@ from .naming import POD_CLAIM_NAME_ANNOTATION
 from .podgroup_protection import release_when_unused
 
 __all__ = [
-    "PodGroupClaimError",
     "group_claim",
     "group_claim_keys",
     "group_template_keys",
@@ -49,14 +48,6 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
-
-
-class PodGroupClaimError(TerminalError):
-    """A PodGroup's claim cannot be made; becomes a Warning Event with ``reason`` on the PodGroup."""
-
-    def __init__(self, message: str, *, pod_group: Obj, reason: str) -> None:
-        super().__init__(message, obj=pod_group)
-        self.reason = reason
 
 
 def member_key(pod: Mapping[str, Any]) -> list[str]:
@@ -133,9 +124,7 @@ async def _create(ctx: Context, pod_group: Obj, pc: PodClaim) -> Obj | None:
     Warning Event) when the template is missing: its arrival enqueues the PodGroup again."""
     return await create_from_template(
         ctx, pod_group, _owner_ref(pod_group), pc, what="PodGroup claim",
-        span_attributes={"draflow.podgroup": pod_group["metadata"]["name"]},
-        invalid=lambda message: PodGroupClaimError(message, pod_group=pod_group,
-                                                   reason="FailedResourceClaimCreation"))
+        span_attributes={"draflow.podgroup": pod_group["metadata"]["name"]})
 
 
 async def _record(ctx: Context, pod_group: Obj, names: Mapping[str, str]) -> None:

@@ -69,8 +69,13 @@ async def sync_pod(ctx: Context, namespace: str, name: str) -> Done | RequeueAft
     if (pod.get("metadata") or {}).get("deletionTimestamp") or pod_is_done(pod):
         return Done()  # never create claims for a pod that will not run
     with bind(pod=f"{namespace}/{name}"):
-        if ctx.pod_groups is not None and pod_group_name(pod) and ctx.pod_group_of(pod) is None:
-            return Done()  # upstream: no PodGroup, nothing to do yet; its arrival enqueues the pod
+        if pod_group_name(pod):
+            if ctx.pod_groups is None:  # upstream: a non-retryable error
+                raise PodClaimError(f"pod is a member of PodGroup {pod_group_name(pod)} but the "
+                                    "GenericWorkload feature is disabled", pod=pod,
+                                    reason="FailedResourceClaimCreation")
+            if ctx.pod_group_of(pod) is None:
+                return Done()  # upstream: no PodGroup, nothing to do yet; its arrival enqueues the pod
         names = await _ensure_claims(ctx, pod)
         if names:
             try:
@@ -94,7 +99,14 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
         if not pc.needed:
             continue
         if pc.generated and pod_group is not None and is_pod_group_reference(bind_to(pod, pod_group, pc)):
-            shared = await group_claim(ctx, pod_group, pc)  # the PodGroup's reconcile makes it
+            if ctx.settings.pod_groups:
+                shared = await group_claim(ctx, pod_group, pc)  # the PodGroup's reconcile makes it
+            else:  # upstream: a claim recorded earlier still counts, none is made
+                shared = await _recorded_claim(ctx, pod, pc)
+                if shared is None:
+                    raise PodClaimError(f"pod claim {pc.name} is a PodGroup claim but the "
+                                        "DRAWorkloadResourceClaims feature is disabled", pod=pod,
+                                        reason="FailedResourceClaimCreation")
             if shared is not None:
                 names[pc.name] = shared["metadata"]["name"]
             continue
@@ -112,8 +124,8 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
             if claim is not None and pc.claim_name:
                 await ctx.recorder.event(
                     pod, "Warning", "ResourceClaimRecreated",
-                    f"pod claim {pc.name}: ResourceClaim {pc.claim_name} was deleted; created "
-                    f"{claim['metadata']['name']} instead",
+                    f"pod claim {pc.name}: ResourceClaim {pc.claim_name} is gone or not the pod's; "
+                    f"created {claim['metadata']['name']} instead",
                     action="CreatingResourceClaims", related=claim,
                 )
         if claim is not None:
@@ -121,12 +133,21 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
     return names
 
 
+async def _recorded_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
+    """The claim recorded for ``pc`` in the pod status, if it exists and the pod controls it."""
+    if not pc.claim_name:
+        return None
+    namespace = _ns(pod)
+    claim = ctx.claim(namespace, pc.claim_name) or await ctx.live_claim(namespace, pc.claim_name)
+    return claim if claim is not None and is_controlled_by(claim, pod) else None
+
+
 async def _existing_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
     """The claim already generated for ``pc``: by recorded name, else by owner UID and annotation."""
     namespace, pod_uid = _ns(pod), pod["metadata"].get("uid", "")
     if pc.claim_name:
-        claim = ctx.claim(namespace, pc.claim_name) or await ctx.live_claim(namespace, pc.claim_name)
-        if claim is not None and is_controlled_by(claim, pod):
+        claim = await _recorded_claim(ctx, pod, pc)
+        if claim is not None:
             return claim
         log.info("recorded claim is gone or not owned by the pod, generating a new one",
                  claim=f"{namespace}/{pc.claim_name}", pod_claim=pc.name)
@@ -150,7 +171,6 @@ async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
     name = pod["metadata"]["name"]
     claim = await create_from_template(
         ctx, pod, _owner_ref(pod), pc, what="pod claim", span_attributes={"k8s.pod.name": name},
-        invalid=lambda message: PodClaimError(message, pod=pod, reason="FailedResourceClaimCreation"),
         pod=f"{_ns(pod)}/{name}", node=(pod.get("spec") or {}).get("nodeName"))
     if claim is not None and ctx.hooks.after_claim_create is not None:
         await ctx.hooks.after_claim_create(pod, claim)
@@ -196,7 +216,7 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
     node = pod["spec"]["nodeName"]
     namespace = _ns(pod)
     unallocated: list[str] = []
-    groups = ctx.pod_groups is not None
+    groups = ctx.settings.pod_groups
     pod_group = ctx.pod_group_of(pod)
     for pc in pod_claims(pod):
         if not pc.needed:
@@ -213,7 +233,12 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
         if status.get("allocation") is None:
             unallocated.append(pc.claim_name)
         elif not is_reserved_for_pod_or_group(claim, pod, groups):
-            await _reserve(ctx, pod, claim, node, bind_to(pod, pod_group, pc))
+            consumer = bind_to(pod, pod_group, pc)
+            if is_pod_group_reference(consumer) and not groups:
+                log.info("not reserving a PodGroup's claim: DRAWorkloadResourceClaims is disabled",
+                         claim=f"{namespace}/{pc.claim_name}")  # as upstream (which logs at V(3))
+                continue
+            await _reserve(ctx, pod, claim, node, consumer)
     if unallocated:
         return await _request_allocation(ctx, pod, unallocated)
     return Done()

@@ -70,6 +70,12 @@ class Settings(ServiceSettings, FeatureGatesSettings):
     )
 
     @property
+    def generic_workload(self) -> bool:
+        """GenericWorkload: PodGroups are served and a pod may name one (``spec.schedulingGroup``); the
+        PodGroup informer runs (a member pod waits for its PodGroup, as upstream)."""
+        return self.gates["GenericWorkload"]
+
+    @property
     def pod_groups(self) -> bool:
         """DRAWorkloadResourceClaims: generate, record, reserve and release the claims of PodGroups."""
         return self.gates["DRAWorkloadResourceClaims"]
