@@ -1,5 +1,7 @@
 """generateName of generated claims, truncated like upstream's resourceclaim controller; their body."""
 
+import copy
+
 import pytest
 
 from claim_controller.naming import (
@@ -47,3 +49,23 @@ def test_claim_body_copies_the_template_and_names_the_owner() -> None:
     body["metadata"]["labels"]["team"] = "b"  # a fresh dict: the template (a cached object) is untouched
     body["metadata"]["ownerReferences"][0]["name"] = "other"
     assert template["spec"]["metadata"]["labels"] == {"team": "a"} and owner["name"] == "trainer"
+
+
+@pytest.mark.parametrize("owner", [
+    pytest.param({"apiVersion": "v1", "kind": "Pod", "name": "test-pod", "uid": "u1", "controller": True,
+                  "blockOwnerDeletion": True}, id="pod"),
+    pytest.param({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "test-podgroup",
+                  "uid": "u2", "controller": True}, id="podGroup"),
+])
+def test_claim_body_leaves_the_cached_templates_annotations_alone(owner: dict) -> None:
+    """Upstream TestCreateClaimDoesNotMutateTemplate: the claim carries the template's annotation and the
+    pod-claim annotation, the (informer-cached) template gains neither, even when the body's annotations
+    are written to afterwards (the trace annotation is added that way)."""
+    template = {"spec": {"metadata": {"annotations": {"example.com/color": "blue"}}, "spec": {}}}
+    before = copy.deepcopy(template)
+    body = claim_body(owner, "my-namespace", "acme-resource", template)
+    body["metadata"]["annotations"]["draflow.dev/traceparent"] = "00-1-2-01"
+    assert template == before
+    assert POD_CLAIM_NAME_ANNOTATION not in template["spec"]["metadata"]["annotations"]
+    assert body["metadata"]["annotations"]["example.com/color"] == "blue"
+    assert body["metadata"]["annotations"][POD_CLAIM_NAME_ANNOTATION] == "acme-resource"

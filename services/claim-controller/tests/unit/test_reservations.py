@@ -152,3 +152,19 @@ def test_generated_claim_being_deleted_is_not_deleted_again() -> None:
 
 def test_plan_is_idempotent_on_a_cleaned_claim() -> None:
     assert plan_claim(claim(allocated=False, finalizer=False), {}, None).empty
+
+
+def test_deleted_claim_reserved_for_a_gone_pod_is_unreserved_deallocated_and_released() -> None:
+    """Upstream clear-reserved-structured-deleted: being deleted, reserved only for a pod that is gone."""
+    plan = plan_claim(claim(ref("a", "u1"), deleting=True, owner_uid="u1"), {"a": GONE}, GONE)
+    assert plan == ClaimPlan(drop=(ref("a", "u1"),), remaining=0, deallocate=True, release_finalizer=True,
+                             delete=False, verdicts={"u1": Verdict.DELETED})
+
+
+def test_a_gone_consumer_goes_and_a_pending_one_keeps_the_allocation() -> None:
+    """Upstream remove-reserved: one consumer the live GET did not find, one that exists and has not
+    run yet."""
+    pending = pod("a", "u1", phase="Pending", node="")
+    plan = plan_claim(claim(ref("a", "u1"), ref("b", "u2")), {"a": pending, "b": GONE})
+    assert plan.drop == (ref("b", "u2"),)
+    assert (plan.remaining, plan.deallocate, plan.release_finalizer, plan.delete) == (1, False, False, False)

@@ -97,6 +97,14 @@ _SHARDS = CC + "integration/test_shards_integration.py"
 _RESERVATIONS = CC + "unit/test_reservations.py"
 _GROUP_RESERVATIONS = CC + "unit/test_pod_group_reservations.py"
 _RUNNER = RUNTIME + "test_reconcile_runner.py"
+_UP_PODS = CC + "integration/test_upstream_pods_integration.py"
+_UP_GROUPS = CC + "integration/test_upstream_podgroups_integration.py"
+_GATES = CC + "integration/test_workload_gates_integration.py"
+_CREATES = CC + "integration/test_create_metrics_integration.py"
+_HANDLERS = CC + "integration/test_event_handlers_integration.py"
+_NAMING = CC + "unit/test_naming.py"
+_METRICS = CC + "unit/test_claim_metrics.py"
+_LOOKUP = CC + "unit/test_claim_lookup.py"
 
 COVERED: dict[str, tuple[str, ...]] = {
     "TestSyncHandler/create":
@@ -110,7 +118,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestSyncHandler/update-pod-status-with-podgroup-claim":
         _t(_GROUPS, "test_a_podgroups_claim_is_made_once_and_recorded_for_the_group_and_its_members"),
     "TestSyncHandler/nop": _t(_WRITES, "test_statuses_stay_right_across_a_restart_and_are_not_rewritten"),
-    "TestSyncHandler/recreate": _t(_PODS, "test_deleted_generated_claim_of_a_live_pod_is_recreated_with_an_event"),
+    "TestSyncHandler/recreate":
+        _t(_PODS, "test_deleted_generated_claim_of_a_live_pod_is_recreated_with_an_event"),
     "TestSyncHandler/missing-template":
         _t(_PODS, "test_missing_template_is_reported_and_the_claim_created_when_it_appears"),
     "TestSyncHandler/find-existing-claim-by-label":
@@ -118,7 +127,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestSyncHandler/find-existing-claim-by-label-podgroup":
         _t(_GROUPS, "test_a_claim_made_for_the_group_before_its_status_was_written_is_reused"),
     "TestSyncHandler/find-created-claim-in-cache":
-        _t(_PODS, "test_failed_status_update_retried_before_the_informer_saw_the_claim_creates_no_duplicate"),
+        _t(_PODS,
+           "test_failed_status_update_retried_before_the_informer_saw_the_claim_creates_no_duplicate"),
     "TestSyncHandler/find-created-claim-in-cache-podgroup":
         _t(_SHARDS, "test_a_podgroup_claim_the_previous_holder_just_created_is_found_not_made_again"),
     "TestSyncHandler/no-such-pod": _t(_PODS, "test_pod_deleted_mid_flight_leaves_no_claim_behind"),
@@ -133,7 +143,8 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestSyncHandler/dont-clear-reserved-podgroup-feature-disabled":
         _t(_GROUP_RESERVATIONS, "test_with_the_gate_off_a_podgroup_reservation_is_left_alone"),
     "TestSyncHandler/dont-clear-reserved-structured": (
-        *_t(_CLEANUP, "test_shared_claim_stays_allocated_while_a_consumer_lives_and_is_released_after_the_last"),
+        *_t(_CLEANUP,
+            "test_shared_claim_stays_allocated_while_a_consumer_lives_and_is_released_after_the_last"),
         *_t(_RESERVATIONS, "test_shared_claim_stays_allocated_while_one_consumer_lives"),
     ),
     "TestSyncHandler/structured-deleted": (
@@ -152,9 +163,99 @@ COVERED: dict[str, tuple[str, ...]] = {
         _t(_PODS, "test_deleted_generated_claim_of_a_live_pod_is_recreated_with_an_event"),
     "TestWorkqueue/no-error": _t(_RUNNER, "test_done_forgets_the_key_backoff"),
     "TestWorkqueue/retryable-error": _t(_RUNNER, "test_other_exceptions_retry_with_growing_backoff"),
-    "TestWorkqueue/nonretryable-error": _t(_RUNNER, "test_terminal_error_calls_on_terminal_and_is_not_retried"),
+    "TestWorkqueue/nonretryable-error":
+        _t(_RUNNER, "test_terminal_error_calls_on_terminal_and_is_not_retried"),
     "TestWorkqueue/shutdown": _t(_RUNNER, "test_runner_returns_when_the_queue_shuts_down"),
 }
+
+_NOT_MUTATED = _t(_NAMING, "test_claim_body_leaves_the_cached_templates_annotations_alone")
+_COUNTED = _t(_CREATES, "test_creates_are_counted_and_a_refused_create_is_retried")
+_ADMIN = _t(_CREATES, "test_an_admin_access_claim_is_made_once_its_namespace_allows_admin_access")
+_GROUP_TEMPLATE = _t(_UP_GROUPS,
+                     "test_a_podgroups_claim_waits_for_its_template_is_made_again_when_deleted_and_kept_on_restart")
+_GROUP_NOT_OWNED = _t(_UP_GROUPS, "test_a_group_claim_recorded_but_not_the_groups_is_replaced_and_left_alone")
+_GROUP_LAGGING = _t(_UP_GROUPS,
+                    "test_a_recorded_group_claim_the_cache_lacks_is_found_live_or_in_the_processs_own_writes")
+_WRC_OFF = _t(_GATES,
+              "test_with_workload_claims_off_a_groups_claim_is_refused_but_a_members_own_claim_is_made")
+_GW_OFF = _t(_GATES, "test_with_generic_workload_off_a_member_pod_gets_an_event_and_nothing_else")
+_NOT_CONTROLLED = _t(_UP_PODS, "test_a_recorded_claim_the_pod_does_not_control_is_replaced_and_left_alone")
+_NAMED_ALIKE = _t(_UP_PODS, "test_a_claim_named_like_the_generated_one_but_not_the_pods_is_never_taken")
+_READ_LIVE = _t(_UP_PODS, "test_a_recorded_claim_the_cache_lacks_is_read_live_and_not_made_again")
+_OWN_WRITE = _t(_UP_PODS, "test_a_recorded_claim_only_this_process_has_written_is_not_made_again")
+_H_PODS = _t(_HANDLERS, "test_pods_and_templates")
+_H_FINISHED = _t(_HANDLERS, "test_finished_pods_queue_their_claims")
+_H_GROUPS = _t(_HANDLERS, "test_podgroups")
+_H_GROUPS_OFF = _t(_HANDLERS, "test_podgroups_with_workload_claims_off")
+
+COVERED.update({
+    "TestCreateClaimDoesNotMutateTemplate/pod": _NOT_MUTATED,
+    "TestCreateClaimDoesNotMutateTemplate/podGroup": _NOT_MUTATED,
+    "TestSyncHandler/create": (*COVERED["TestSyncHandler/create"], *_COUNTED),
+    "TestSyncHandler/create-adminaccess-feature-enabled": _ADMIN,
+    "TestSyncHandler/skip-create-for-pod-podgroup-does-not-exist": (
+        *_t(_UP_GROUPS, "test_a_member_of_a_podgroup_that_does_not_exist_yet_waits_for_it"), *_WRC_OFF),
+    "TestSyncHandler/create-for-podgroup": (*COVERED["TestSyncHandler/create-for-podgroup"], *_COUNTED),
+    "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-genericworkload-disabled": _GW_OFF,
+    "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-workloadresourceclaims-disabled": _WRC_OFF,
+    "TestSyncHandler/create-for-grouped-pod-with-claim-workloadresourceclaims-disabled": _WRC_OFF,
+    "TestSyncHandler/nop-podgroup": _GROUP_TEMPLATE,
+    "TestSyncHandler/nop-claim-in-mutation-cache-only": _OWN_WRITE,
+    "TestSyncHandler/nop-claim-in-mutation-cache-only-for-podgroup": _GROUP_LAGGING,
+    "TestSyncHandler/nop-claim-in-apiserver-only": _READ_LIVE,
+    "TestSyncHandler/nop-claim-in-apiserver-only-for-podgroup": _GROUP_LAGGING,
+    "TestSyncHandler/recreate-for-podgroup": _GROUP_TEMPLATE,
+    "TestSyncHandler/missing-template-podgroup": _GROUP_TEMPLATE,
+    "TestSyncHandler/recreate-wrong-owner": _NOT_CONTROLLED,
+    "TestSyncHandler/recreate-wrong-owner-podgroup": _GROUP_NOT_OWNED,
+    "TestSyncHandler/pod-deleted": _t(_UP_PODS, "test_a_pod_being_deleted_or_without_claims_gets_no_claim"),
+    "TestSyncHandler/podgroup-deleted": _t(_UP_GROUPS, "test_a_podgroup_being_deleted_gets_no_claim"),
+    "TestSyncHandler/no-volumes": _t(_UP_PODS, "test_a_pod_being_deleted_or_without_claims_gets_no_claim"),
+    "TestSyncHandler/create-with-other-claim": _NAMED_ALIKE,
+    "TestSyncHandler/create-with-other-claim-podgroup": _GROUP_NOT_OWNED,
+    "TestSyncHandler/wrong-claim-owner": _NAMED_ALIKE,
+    "TestSyncHandler/wrong-claim-owner-podgroup": _GROUP_NOT_OWNED,
+    "TestSyncHandler/create-conflict": _COUNTED,
+    "TestSyncHandler/create-conflict-admin-access": _ADMIN,
+    "TestSyncHandler/create-conflict-podgroup": _COUNTED,
+    "TestSyncHandler/clear-reserved-structured-deleted": (
+        *_t(_RESERVATIONS,
+            "test_deleted_claim_reserved_for_a_gone_pod_is_unreserved_deallocated_and_released"),
+        *_t(_CLEANUP, "test_deleted_claim_in_use_waits_for_its_consumer"),
+    ),
+    "TestSyncHandler/remove-reserved": (
+        *_t(_RESERVATIONS, "test_a_gone_consumer_goes_and_a_pending_one_keeps_the_allocation"),
+        *_t(_CLEANUP, "test_reservation_of_a_pod_the_cache_does_not_know_is_checked_live"),
+    ),
+    "TestSyncHandler/add-reserved":
+        _t(_UP_PODS, "test_an_allocated_claim_of_a_pod_bound_without_the_allocator_is_reserved_for_it"),
+    "TestSyncHandler/skip-add-reserved-podgroup-genericworkload-disabled": _GW_OFF,
+    "TestSyncHandler/skip-add-reserved-podgroup-workloadresourceclaims-disabled": _WRC_OFF,
+    "TestSyncHandler/flapping-resourceclaim-statuses":
+        _t(_UP_PODS, "test_an_older_recorded_claim_and_a_new_one_are_recorded_with_one_apply"),
+    "TestClaimExists/found in mutation cache": _OWN_WRITE,
+    "TestClaimExists/found in apiserver fallback": _READ_LIVE,
+    "TestClaimExists/apiserver returns error":
+        _t(_LOOKUP, "test_an_error_reading_the_recorded_claim_is_raised_not_taken_for_gone"),
+    "TestClaimExists/owner check fails": _NOT_CONTROLLED,
+    "TestEventHandlers/nothing": (*_H_PODS, *_t(_METRICS, "test_claims_gauge")),
+    "TestEventHandlers/new-pods": _H_PODS,
+    "TestEventHandlers/new-template-for-pod": _H_PODS,
+    "TestEventHandlers/new-template-for-pod-other-namespace": _H_PODS,
+    "TestEventHandlers/pod-without-resource-claims": _H_PODS,
+    "TestEventHandlers/running-pod-with-extended-resource-claim": _H_FINISHED,
+    "TestEventHandlers/completed-pod-with-extended-resource-claim": _H_FINISHED,
+    "TestEventHandlers/faled-pod-with-extended-resource-claim": _H_FINISHED,
+    "TestEventHandlers/delete-pod-with-extended-resource-claim": _H_FINISHED,
+    "TestEventHandlers/completed-pod-with-regular-and-extended-resource-claim": _H_FINISHED,
+    "TestEventHandlers/new-podgroup-feature-disabled": _H_GROUPS_OFF,
+    "TestEventHandlers/new-podgroup": _H_GROUPS,
+    "TestEventHandlers/new-template-for-podgroup": _H_GROUPS,
+    "TestEventHandlers/podgroup-claim-status-update": _H_GROUPS,
+    "TestEventHandlers/podgroup-claim-status-update-feature-disabled": _H_GROUPS_OFF,
+    **{f"TestGetAdminAccessMetricLabel/{c}": _t(_METRICS, "test_admin_access_label")
+       for c in _ADMIN_ACCESS_LABEL},
+})
 
 DIFFERS: dict[str, str] = {
     "TestSyncHandler/clear-reserved-structured": (
@@ -166,14 +267,43 @@ DIFFERS: dict[str, str] = {
         "differs: the reservation of the gone PodGroup goes, the claim is deallocated and its finalizer "
         "released as upstream "
         f"({_GROUP_RESERVATIONS}::test_the_podgroup_gone_drops_its_reservation_and_deallocates), but the "
-        "claim, generated for a pod that is gone too, is then deleted where upstream leaves it to the garbage "
-        "collector (README, Differences from upstream)"),
+        "claim, generated for a pod that is gone too, is then deleted where upstream leaves it to the "
+        "garbage collector (README, Differences from upstream)"),
     "TestSyncHandler/clear-reserved-when-done": (
         "differs: the claim has no delete-protection finalizer; upstream then only drops the reservation "
         "and keeps the allocation, draflow deallocates it as well (README, Differences from upstream: "
         "deallocation does not require the finalizer); "
         f"{_RESERVATIONS}::test_last_consumer_done_deallocates_and_releases"),
 }
+
+
+_OWNER_QUEUED = (
+    "draflow's claim handler also queues the pod (or PodGroup and its members) that controls the claim, "
+    "a no-op reconcile when nothing is to be done (README, Differences from upstream); the claim's key "
+    "and the gauge are as upstream")
+_DELETED_QUEUED = (
+    "upstream queues nothing for a deleted claim; draflow queues its key (the reconcile publishes the "
+    "claim's `deleted` event on NATS) and its owner's (README, Differences from upstream); the gauge "
+    "is as upstream")
+for _case in ("new-claim", "update-claim", "allocate-claim", "allocate-another-claim", "deallocate-claim",
+              "new-claim-admin-access", "update-claim-admin-access", "allocate-claim-admin-access",
+              "allocate-another-claim-admin-access", "deallocate-claim-admin-access",
+              "new-claim-extended-resources", "allocate-claim-extended-resources",
+              "deallocate-claim-extended-resources"):
+    DIFFERS[f"TestEventHandlers/{_case}"] = (
+        f"differs: {_OWNER_QUEUED} ({_HANDLERS}::test_claim_changes, {_METRICS}::test_claims_gauge)")
+for _case in ("delete-deallocated-claim", "delete-allocated-claim", "delete-deallocated-claim-admin-access",
+              "delete-allocated-claim-admin-access", "delete-claim-extended-resources"):
+    DIFFERS[f"TestEventHandlers/{_case}"] = (
+        f"differs: {_DELETED_QUEUED} ({_HANDLERS}::test_claim_changes, {_METRICS}::test_claims_gauge)")
+DIFFERS["TestEventHandlers/new-podgroup-templated-claim-already-exists"] = (
+    "differs: upstream does not queue a new PodGroup whose claims all exist already; draflow queues a "
+    "PodGroup that lists claims whatever their state, its reconcile then finds them and writes nothing "
+    f"(README, Differences from upstream; {_UP_GROUPS}::"
+    "test_a_podgroups_claim_waits_for_its_template_is_made_again_when_deleted_and_kept_on_restart); the "
+    f"gauge is as upstream ({_METRICS}::test_claims_gauge)")
+DIFFERS["TestEventHandlers/new-templated-claim-for-podgroup"] = (
+    f"differs: {_OWNER_QUEUED} ({_HANDLERS}::test_podgroups, {_METRICS}::test_claims_gauge)")
 
 NOT_APPLICABLE: dict[str, str] = {
     "TestSyncHandler/create-adminaccess-feature-disabled": (
@@ -186,87 +316,8 @@ NOT_APPLICABLE: dict[str, str] = {
         f"({_RUNNER}::test_terminal_error_calls_on_terminal_and_is_not_retried)"),
 }
 
-# Not restated yet (work in progress of the helper who wrote this map); the map test lists them.
-TO_RESTATE: tuple[str, ...] = (
-    "TestCreateClaimDoesNotMutateTemplate/pod",
-    "TestCreateClaimDoesNotMutateTemplate/podGroup",
-    "TestSyncHandler/create-adminaccess-feature-enabled",
-    "TestSyncHandler/skip-create-for-pod-podgroup-does-not-exist",
-    "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-genericworkload-disabled",
-    "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-workloadresourceclaims-disabled",
-    "TestSyncHandler/create-for-grouped-pod-with-claim-workloadresourceclaims-disabled",
-    "TestSyncHandler/nop-podgroup",
-    "TestSyncHandler/nop-claim-in-mutation-cache-only",
-    "TestSyncHandler/nop-claim-in-mutation-cache-only-for-podgroup",
-    "TestSyncHandler/nop-claim-in-apiserver-only",
-    "TestSyncHandler/nop-claim-in-apiserver-only-for-podgroup",
-    "TestSyncHandler/recreate-for-podgroup",
-    "TestSyncHandler/missing-template-podgroup",
-    "TestSyncHandler/recreate-wrong-owner",
-    "TestSyncHandler/recreate-wrong-owner-podgroup",
-    "TestSyncHandler/pod-deleted",
-    "TestSyncHandler/podgroup-deleted",
-    "TestSyncHandler/no-volumes",
-    "TestSyncHandler/create-with-other-claim",
-    "TestSyncHandler/create-with-other-claim-podgroup",
-    "TestSyncHandler/wrong-claim-owner",
-    "TestSyncHandler/wrong-claim-owner-podgroup",
-    "TestSyncHandler/create-conflict",
-    "TestSyncHandler/create-conflict-admin-access",
-    "TestSyncHandler/create-conflict-podgroup",
-    "TestSyncHandler/clear-reserved-structured-deleted",
-    "TestSyncHandler/remove-reserved",
-    "TestSyncHandler/add-reserved",
-    "TestSyncHandler/skip-add-reserved-podgroup-genericworkload-disabled",
-    "TestSyncHandler/skip-add-reserved-podgroup-workloadresourceclaims-disabled",
-    "TestSyncHandler/flapping-resourceclaim-statuses",
-    "TestClaimExists/found in mutation cache",
-    "TestClaimExists/found in apiserver fallback",
-    "TestClaimExists/apiserver returns error",
-    "TestClaimExists/owner check fails",
-    "TestEventHandlers/nothing",
-    "TestEventHandlers/new-claim",
-    "TestEventHandlers/update-claim",
-    "TestEventHandlers/allocate-claim",
-    "TestEventHandlers/allocate-another-claim",
-    "TestEventHandlers/deallocate-claim",
-    "TestEventHandlers/delete-deallocated-claim",
-    "TestEventHandlers/delete-allocated-claim",
-    "TestEventHandlers/new-claim-admin-access",
-    "TestEventHandlers/update-claim-admin-access",
-    "TestEventHandlers/allocate-claim-admin-access",
-    "TestEventHandlers/allocate-another-claim-admin-access",
-    "TestEventHandlers/deallocate-claim-admin-access",
-    "TestEventHandlers/delete-deallocated-claim-admin-access",
-    "TestEventHandlers/delete-allocated-claim-admin-access",
-    "TestEventHandlers/new-claim-extended-resources",
-    "TestEventHandlers/allocate-claim-extended-resources",
-    "TestEventHandlers/deallocate-claim-extended-resources",
-    "TestEventHandlers/delete-claim-extended-resources",
-    "TestEventHandlers/new-pods",
-    "TestEventHandlers/new-template-for-pod",
-    "TestEventHandlers/new-template-for-pod-other-namespace",
-    "TestEventHandlers/pod-without-resource-claims",
-    "TestEventHandlers/running-pod-with-extended-resource-claim",
-    "TestEventHandlers/completed-pod-with-extended-resource-claim",
-    "TestEventHandlers/faled-pod-with-extended-resource-claim",
-    "TestEventHandlers/delete-pod-with-extended-resource-claim",
-    "TestEventHandlers/completed-pod-with-regular-and-extended-resource-claim",
-    "TestEventHandlers/new-podgroup-feature-disabled",
-    "TestEventHandlers/new-podgroup",
-    "TestEventHandlers/new-podgroup-templated-claim-already-exists",
-    "TestEventHandlers/new-templated-claim-for-podgroup",
-    "TestEventHandlers/new-template-for-podgroup",
-    "TestEventHandlers/podgroup-claim-status-update",
-    "TestEventHandlers/podgroup-claim-status-update-feature-disabled",
-    "TestGetAdminAccessMetricLabel/nil-claim",
-    "TestGetAdminAccessMetricLabel/no-requests",
-    "TestGetAdminAccessMetricLabel/admin-access-false",
-    "TestGetAdminAccessMetricLabel/admin-access-true",
-    "TestGetAdminAccessMetricLabel/prioritized-list",
-    "TestGetAdminAccessMetricLabel/one-of-multiple-requests-with-admin-access-true",
-    "TestGetAdminAccessMetricLabel/multiple-requests-admin-access-false-or-nil",
-)
+# Not restated yet: nothing (the map test fails for a name listed here that is mapped elsewhere too).
+TO_RESTATE: tuple[str, ...] = ()
 
 
 def mapping() -> dict[str, tuple[str, ...] | str]:

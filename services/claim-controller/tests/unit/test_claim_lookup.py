@@ -1,0 +1,78 @@
+"""Looking a recorded claim up when the informer does not have it (upstream ``TestClaimExists``
+"apiserver returns error"): an API server that answers with an error is not taken for "the claim is
+gone" (which would generate a second claim); the error goes up and the reconcile is retried. The API
+server is a local HTTP server answering 500 (the transport is the seam here)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from kubernetes.aio.client import ApiClient, Configuration
+
+from claim_controller.allocator import AllocatorClient
+from claim_controller.context import BY_OWNER_UID, Context, DeletedPods
+from claim_controller.events_bus import ClaimEvents
+from claim_controller.ownership import owner_uid
+from claim_controller.pods import _existing_claim
+from claim_controller.settings import Settings
+from draflow_runtime.dra import pod_claims
+from draflow_runtime.errors import ServerError
+from draflow_runtime.events import EventRecorder
+from draflow_runtime.informer import Informer
+from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.mutationcache import MutationCache
+
+DOWN = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError",
+        "message": "Internal error occurred: apiserver is down", "code": 500}
+GONE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound",
+        "message": "resourceclaims.resource.k8s.io \"p-gpu-x\" not found", "code": 404}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def answers() -> AsyncIterator[tuple[dict[str, Any], Context]]:
+    """``(reply, ctx)``: set ``reply["status"]``/``reply["body"]`` for what the API server answers."""
+    reply: dict[str, Any] = {"status": 500, "body": DOWN}
+
+    async def handle(request: web.Request) -> web.Response:
+        return web.json_response(reply["body"], status=reply["status"])
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    kube = KubeClient(ApiClient(Configuration(host=f"http://127.0.0.1:{runner.addresses[0][1]}")))
+    ctx = Context(
+        settings=Settings(http_port=0, nats_url=""), kube=kube, pods=Informer(kube, PODS),
+        claims=Informer(kube, RESOURCE_CLAIMS, indexers={BY_OWNER_UID: owner_uid}),
+        templates=Informer(kube, RESOURCE_CLAIM_TEMPLATES),
+        recorder=EventRecorder(kube, "claim-controller"), events=ClaimEvents(None),
+        allocator=AllocatorClient(None, "unused", 1.0), mutations=MutationCache(60.0, index=owner_uid),
+        deleted_pods=DeletedPods(16))
+    try:
+        yield reply, ctx
+    finally:
+        await ctx.recorder.aclose()
+        await kube.close()
+        await runner.cleanup()
+
+
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uidpod1"},
+       "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}]},
+       "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x"}]}}
+
+
+async def test_an_error_reading_the_recorded_claim_is_raised_not_taken_for_gone(
+        answers: tuple[dict[str, Any], Context]) -> None:
+    reply, ctx = answers
+    [pc] = pod_claims(POD)
+    with pytest.raises(ServerError):
+        await _existing_claim(ctx, POD, pc)
+
+    reply.update(status=404, body=GONE)  # control: NotFound is "gone", nothing owned either: None
+    assert await _existing_claim(ctx, POD, pc) is None
