@@ -6,6 +6,7 @@ admin access is made in a namespace labelled for it. ``tests/unit/upstream_map.p
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from test_pod_groups_integration import GPU, pod_group
 from test_upstream_podgroups_integration import group_statuses
 from test_upstream_pods_integration import claim_names, statuses, stays
 
-from draflow_runtime.errors import Forbidden
+from draflow_runtime.errors import Forbidden, NotFound
 from draflow_runtime.kube import NAMESPACES, POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 
 pytestmark = pytest.mark.integration
@@ -53,10 +54,9 @@ def admin_template(name: str) -> dict[str, Any]:
     return body
 
 
-async def refuse_claims(kit: Kit) -> str:
-    """A ValidatingAdmissionPolicy (and binding) that refuses every ResourceClaim create in the test's
-    namespace, in force when this returns; its name (policy and binding)."""
-    name = f"no-claims-{kit.namespace}"
+async def refuse_claims(kit: Kit, name: str) -> None:
+    """A ValidatingAdmissionPolicy and binding ``name`` that refuse every ResourceClaim create in the
+    test's namespace, in force when this returns."""
     await kit.kube.request("POST", f"{VAP}/validatingadmissionpolicies", body={
         "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": name},
@@ -80,40 +80,45 @@ async def refuse_claims(kit: Kit) -> str:
         await kit.kube.delete(RESOURCE_CLAIMS, "probe", kit.namespace)
         return False
     await eventually(in_force, what="the policy refuses claims")
-    return name
 
 
 async def allow_claims(kit: Kit, name: str) -> None:
-    await kit.kube.request("DELETE", f"{VAP}/validatingadmissionpolicybindings/{name}")
-    await kit.kube.request("DELETE", f"{VAP}/validatingadmissionpolicies/{name}")
+    """Delete what :func:`refuse_claims` made (what is already gone is fine)."""
+    for kind in ("validatingadmissionpolicybindings", "validatingadmissionpolicies"):
+        with contextlib.suppress(NotFound):
+            await kit.kube.request("DELETE", f"{VAP}/{kind}/{name}")
 
 
 async def test_creates_are_counted_and_a_refused_create_is_retried(kit: Kit) -> None:
     """create, create-for-podgroup, create-conflict, create-conflict-podgroup (the refusal here: an
     admission policy, where upstream's fake client answers Conflict)."""
-    policy = await refuse_claims(kit)
-    await kit.create(RESOURCE_CLAIM_TEMPLATES, template("gpu-template"))
-    before = creates()
-    await kit.start_controller()
-    await kit.create(PODS, pod("p", {"gpu": GPU}))
-    await kit.create(POD_GROUPS, pod_group())
+    policy = f"no-claims-{kit.namespace}"
+    try:
+        await refuse_claims(kit, policy)
+        await kit.create(RESOURCE_CLAIM_TEMPLATES, template("gpu-template"))
+        before = creates()
+        await kit.start_controller()
+        await kit.create(PODS, pod("p", {"gpu": GPU}))
+        await kit.create(POD_GROUPS, pod_group())
 
-    def refused() -> bool:
+        def refused() -> bool:
+            counted = delta(before)
+            return counted.get(("failure", "false", *POD), 0) >= 1 \
+                and counted.get(("failure", "false", *GROUP), 0) >= 1
+        await eventually(refused, what="the refused creates counted as failures")
+        assert await claim_names(kit) == []
+        assert not any(k[0] == "success" for k in delta(before))
+
+        await allow_claims(kit, policy)  # the retries go through now
+        made = await eventually(lambda: _gpu(statuses(kit, "p")), timeout=60, what="the pod's claim made")
+        group = await eventually(lambda: _gpu(group_statuses(kit)), timeout=60, what="the group's claim made")
+        await stays(kit, sorted([made, group]), "one claim each")
         counted = delta(before)
-        return counted.get(("failure", "false", *POD), 0) >= 1 \
-            and counted.get(("failure", "false", *GROUP), 0) >= 1
-    await eventually(refused, what="the refused creates counted as failures")
-    assert await claim_names(kit) == []
-    assert not any(k[0] == "success" for k in delta(before))
-
-    await allow_claims(kit, policy)  # the retries go through now
-    made = await eventually(lambda: _gpu(statuses(kit, "p")), timeout=60, what="the pod's claim made")
-    group = await eventually(lambda: _gpu(group_statuses(kit)), timeout=60, what="the group's claim made")
-    await stays(kit, sorted([made, group]), "one claim each")
-    counted = delta(before)
-    assert counted[("success", "false", *POD)] == 1 and counted[("success", "false", *GROUP)] == 1
-    assert set(counted) == {("success", "false", *POD), ("success", "false", *GROUP),
-                            ("failure", "false", *POD), ("failure", "false", *GROUP)}
+        assert counted[("success", "false", *POD)] == 1 and counted[("success", "false", *GROUP)] == 1
+        assert set(counted) == {("success", "false", *POD), ("success", "false", *GROUP),
+                                ("failure", "false", *POD), ("failure", "false", *GROUP)}
+    finally:
+        await allow_claims(kit, policy)
 
 
 async def test_an_admin_access_claim_is_made_once_its_namespace_allows_admin_access(kit: Kit) -> None:
