@@ -126,6 +126,32 @@ async def test_informer_sees_create_update_delete_of_a_resource_slice(
         await informer.stop()
 
 
+async def test_a_handler_that_raises_is_logged_and_the_informer_goes_on(
+    kube: KubeClient, run_label: str, cleanup_slices: None
+) -> None:
+    informer = Informer(kube, RESOURCE_SLICES, label_selector=f"draflow.dev/test-run={run_label}")
+
+    def fails_on_bad(event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        if (new or old or {})["metadata"]["name"].startswith("bad-"):
+            raise RuntimeError("handler bug")
+
+    observed = Observed()
+    informer.add_handler(fails_on_bad)
+    informer.add_handler(observed)  # later handlers still see the event the first one failed on
+    await informer.start()
+    try:
+        async with asyncio.timeout(30):
+            await informer.wait_synced()
+        bad, good = f"bad-{run_label}", f"good-{run_label}"
+        await kube.create(RESOURCE_SLICES, resource_slice(bad, run_label))
+        await kube.create(RESOURCE_SLICES, resource_slice(good, run_label))
+        await eventually(lambda: good in observed.state, what="the event after the failing one")
+        assert [e for e in observed.events if e[1] in (bad, good)] == [("add", bad), ("add", good)]
+        assert informer.list_count == 1  # no relist, no re-watch: the failure stayed in the handler
+    finally:
+        await informer.stop()
+
+
 @pytest.fixture(scope="module")
 async def etcd_watch_env(testenv: Any) -> AsyncIterator[tuple[Any, KubeClient]]:
     """An environment whose watches are served from etcd, so compaction gives a real 410 at once.

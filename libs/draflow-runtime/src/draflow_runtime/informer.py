@@ -192,7 +192,7 @@ class Informer:
             try:
                 handler(event, old, new)
             except Exception:
-                self._log.exception("informer handler failed", event=event)
+                self._log.exception("informer handler failed", change=event)
 
     def _upsert(self, obj: dict[str, Any]) -> None:
         key = key_of(obj)
