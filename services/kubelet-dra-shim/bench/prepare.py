@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -232,6 +233,7 @@ async def run(args: argparse.Namespace) -> str:
         finally:
             driver.terminate()
             await driver.wait()
+            shutil.rmtree(root, ignore_errors=True)  # sockets, CDI specs, checkpoints of every bench node
             await kube.delete(NAMESPACES, ns)
             await kube.delete(DEVICE_CLASSES, cls)
             await kube.close()

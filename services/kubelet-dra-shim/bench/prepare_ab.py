@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 import uuid
@@ -91,6 +92,8 @@ async def run(args: argparse.Namespace) -> str:
             for proc in drivers.values():
                 proc.terminate()
                 await proc.wait()
+            for root in roots.values():
+                shutil.rmtree(root, ignore_errors=True)
             await kube.delete(NAMESPACES, ns)
             await kube.delete(DEVICE_CLASSES, cls)
             await kube.close()
