@@ -10,9 +10,9 @@ pod event          the pod (if it has ``spec.resourceClaims`` and is not being d
                    (their reservations may have to go)
 claim event        the claim; every pod that references it by name (index ``byClaim``); its owner pod
 template event     every pod with a claim from that template (index ``byTemplate``); every PodGroup too
-podgroup event     the PodGroup (``podgroup:<ns>/<name>``, if it lists claims) and its member pods with
-                   claims (index ``byPodGroup``); when it is deleted, the claims it names or owns (their
-                   reservations go)
+podgroup event     the PodGroup (``podgroup:<ns>/<name>``) if a claim of it is missing or it is being
+                   deleted (``podgroups.needs_sync``); its member pods with claims (index
+                   ``byPodGroup``); when it is deleted, the claims it names or owns (their reservations go)
 =================  ==================================================================================
 
 PodGroups (``scheduling.k8s.io/v1beta1``) are watched with GenericWorkload (``--feature-gates``): a member
@@ -66,7 +66,7 @@ from .ownership import (
     pod_is_done,
     referenced_template_names,
 )
-from .podgroups import group_claim_keys, group_template_keys, member_key, sync_pod_group
+from .podgroups import group_claim_keys, group_template_keys, member_key, needs_sync, sync_pod_group
 from .pods import sync_pod
 from .settings import Settings
 from .sharding import EVICTION_SHARD, InFlight, claim_shard_key, pod_shard_key, shard_of
@@ -388,7 +388,7 @@ class Controller:
             for claim in self.ctx.claims_owned_by(group["metadata"].get("uid", "")):
                 self._add(f"{CLAIM_PREFIX}{namespace}/{claim['metadata']['name']}")
             return
-        if (group.get("spec") or {}).get("resourceClaims") or group["metadata"].get("deletionTimestamp"):
+        if needs_sync(self.ctx, group):
             self._add(POD_GROUP_PREFIX + key)
         self._add_members(key)
 

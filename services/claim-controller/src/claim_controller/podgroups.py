@@ -44,6 +44,7 @@ __all__ = [
     "group_claim_keys",
     "group_template_keys",
     "member_key",
+    "needs_sync",
     "sync_pod_group",
 ]
 
@@ -67,6 +68,23 @@ def group_template_keys(pod_group: Mapping[str, Any]) -> Iterable[str]:
     namespace = (pod_group.get("metadata") or {}).get("namespace", "")
     templates = {pc.template_name for pc in pod_group_claims(pod_group) if pc.template_name}
     return sorted(f"{namespace}/{t}" for t in templates)
+
+
+def needs_sync(ctx: Context, pod_group: Mapping[str, Any]) -> bool:
+    """Whether :func:`sync_pod_group` may have something to do (upstream ``podGroupNeedsWork``): the
+    PodGroup is being deleted (its protection finalizer), or a template claim of it is not recorded, or
+    the recorded claim is not in the caches or not the group's. A group whose claims all exist needs no
+    reconcile for a change of one of them (an allocation, a reservation)."""
+    meta = pod_group.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return True
+    for pc in pod_group_claims(pod_group):
+        if not (pc.generated and pc.needed):
+            continue
+        claim = ctx.claim(meta.get("namespace", ""), pc.claim_name) if pc.claim_name else None
+        if claim is None or not is_for_pod_group(claim, pod_group):
+            return True
+    return False
 
 
 async def sync_pod_group(ctx: Context, namespace: str, name: str) -> Done:

@@ -167,7 +167,8 @@ async def test_finished_pods_queue_their_claims(kit: Kit, handlers: Handlers) ->
 
 async def test_podgroups(kit: Kit, handlers: Handlers) -> None:
     """new-podgroup, new-templated-claim-for-podgroup (draflow also queues the PodGroup that controls
-    the claim), new-template-for-podgroup, podgroup-claim-status-update (members with claims only)."""
+    the claim), new-template-for-podgroup, podgroup-claim-status-update (members with claims only),
+    new-podgroup-templated-claim-already-exists."""
     c = await handlers()
     ns = kit.namespace
     assert c.pod_groups is not None
@@ -199,6 +200,12 @@ async def test_podgroups(kit: Kit, handlers: Handlers) -> None:
                               f"pod:{ns}/p-2"}
     await shown(c.templates, await kit.create(RESOURCE_CLAIM_TEMPLATES, template("group-template")))
     assert await drain(c) == {f"podgroup:{ns}/workers"}  # new-template-for-podgroup
+
+    # new-podgroup-templated-claim-already-exists: a PodGroup whose claims all exist is not queued (before:
+    # it was, for every change of it or of its claims); its members with claims are
+    labelled = await kit.kube.patch(POD_GROUPS, "workers", {"metadata": {"labels": {"a": "b"}}}, ns)
+    await shown(c.pod_groups, labelled)
+    assert await drain(c) == {f"pod:{ns}/p-1", f"pod:{ns}/p-2"}
 
 
 async def test_podgroups_with_workload_claims_off(kit: Kit, handlers: Handlers) -> None:

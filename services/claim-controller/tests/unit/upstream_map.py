@@ -250,6 +250,8 @@ COVERED.update({
     "TestEventHandlers/completed-pod-with-regular-and-extended-resource-claim": _H_FINISHED,
     "TestEventHandlers/new-podgroup-feature-disabled": _H_GROUPS_OFF,
     "TestEventHandlers/new-podgroup": _H_GROUPS,
+    "TestEventHandlers/new-podgroup-templated-claim-already-exists":
+        (*_H_GROUPS, *_t(_METRICS, "test_claims_gauge")),
     "TestEventHandlers/new-template-for-podgroup": _H_GROUPS,
     "TestEventHandlers/podgroup-claim-status-update": _H_GROUPS,
     "TestEventHandlers/podgroup-claim-status-update-feature-disabled": _H_GROUPS_OFF,
@@ -296,12 +298,6 @@ for _case in ("delete-deallocated-claim", "delete-allocated-claim", "delete-deal
               "delete-allocated-claim-admin-access", "delete-claim-extended-resources"):
     DIFFERS[f"TestEventHandlers/{_case}"] = (
         f"differs: {_DELETED_QUEUED} ({_HANDLERS}::test_claim_changes, {_METRICS}::test_claims_gauge)")
-DIFFERS["TestEventHandlers/new-podgroup-templated-claim-already-exists"] = (
-    "differs: upstream does not queue a new PodGroup whose claims all exist already; draflow queues a "
-    "PodGroup that lists claims whatever their state, its reconcile then finds them and writes nothing "
-    f"(README, Differences from upstream; {_UP_GROUPS}::"
-    "test_a_podgroups_claim_waits_for_its_template_is_made_again_when_deleted_and_kept_on_restart); the "
-    f"gauge is as upstream ({_METRICS}::test_claims_gauge)")
 DIFFERS["TestEventHandlers/new-templated-claim-for-podgroup"] = (
     f"differs: {_OWNER_QUEUED} ({_HANDLERS}::test_podgroups, {_METRICS}::test_claims_gauge)")
 
