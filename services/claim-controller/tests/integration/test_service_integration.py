@@ -57,6 +57,15 @@ async def test_service_runs_a_pods_claims_end_to_end(
     _, metrics = await http_get(base + "/metrics")
     assert "draflow_claim_controller_claims_created_total 1.0" in metrics
     assert 'draflow_reconcile_duration_seconds_count{name="claim-controller"}' in metrics
+    # kube-controller-manager's two resourceclaim metrics, under draflow's prefix
+    assert ('draflow_claim_controller_resourceclaim_creates_total{admin_access="false",owner_api_group="",'
+            'owner_api_kind="Pod",status="success"} 1.0') in metrics
+    gauge = ('draflow_claim_controller_resource_claims{admin_access="false",allocated="false",'
+             'source="resource_claim_template"} 1.0')
+
+    async def in_gauge() -> bool:
+        return gauge in (await http_get(base + "/metrics"))[1]
+    await eventually(in_gauge, what="the claim in the resource_claims gauge")
 
     await kit.allocate(name, "node-1", p, device_status=True)
     claim = await kit.get(RESOURCE_CLAIMS, name)
