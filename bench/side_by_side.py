@@ -3,7 +3,7 @@ workloads, each stack on a fresh kube-apiserver + etcd (method: bench/README.md)
 
     .venv/bin/python bench/side_by_side.py [--workloads template stream steady shared celmatch]
         [--stacks draflow upstream upstream+pqh] [--quick | --scale 0.1] [--duration S] [--stall S]
-        [--controller-cpus 0[,1...]]
+        [--controller-cpus 0[,1...]] [--apiserver-profile DIR]
 
 Prints one Markdown table per workload (stdout); progress goes to stderr. Numbers are never asserted.
 """
@@ -40,6 +40,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--controller-cpus", type=lambda v: {int(c) for c in v.split(",")}, default=None,
                    help="pin each stack's controllers (draflow's two services, kube-scheduler + "
                         "kube-controller-manager) to these CPUs, as taskset -a; e.g. 0 for one core")
+    p.add_argument("--apiserver-profile", type=Path, default=None, metavar="DIR",
+                   help="profile kube-apiserver over each measured phase into DIR (pprof chunks, the "
+                        "merged top, every request counted; bench/sidebyside/apiprofile.py)")
     p.add_argument("--loaded", action="store_true", help="say in the output that the machine was loaded")
     return p.parse_args(argv)
 
@@ -58,7 +61,8 @@ async def main_async(args: argparse.Namespace) -> int:
             runner.progress(f"{w.name} on {stack} ...")
             try:
                 results.append(await runner.run_one(w, stack, seed=args.seed, stall=args.stall,
-                                                     cpus=args.controller_cpus))
+                                                     cpus=args.controller_cpus,
+                                                     profile_dir=args.apiserver_profile))
             except Exception as exc:
                 failed += 1
                 traceback.print_exc()

@@ -38,7 +38,7 @@ from draflow_runtime.kube import (
 )
 from draflow_testenv.admin import ssl_context
 from draflow_testenv.environment import Environment
-from sidebyside import objects, stacks
+from sidebyside import apiprofile, objects, stacks
 from sidebyside.measure import (
     PodTracker,
     cpu_snapshot,
@@ -161,9 +161,11 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float = 180.0,
-                  cpus: set[int] | None = None) -> Result:
+                  cpus: set[int] | None = None, profile_dir: Path | None = None) -> Result:
+    """``profile_dir``: profile kube-apiserver over the measured phase into it (:mod:`apiprofile`)."""
     result = Result(w.name, stack_name)
-    async with Environment(secure_nats=True) as env:
+    async with Environment(secure_nats=True,
+                           apiserver_args=apiprofile.APISERVER_ARGS if profile_dir else ()) as env:
         kube = await KubeClient.from_kubeconfig(str(env.kubeconfig))
         try:
             for ns in (INIT, TEST):
@@ -189,11 +191,17 @@ async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float =
             await tracker.start()
             result.load = load_average()
             before = (cpu_snapshot(pids), await metrics.requests())
+            profiler = None
+            if profile_dir is not None:
+                profiler = apiprofile.Profiler(env, profile_dir, f"{w.name}-{stack_name}")
+                await profiler.start()
             if w.mode == "burst":
                 end, client = await measure_burst(kube, w, tracker, stack.scheduler_name, stall, result)
             else:
                 end, client = await measure_steady(kube, w, tracker, stack.scheduler_name, result)
             after = (cpu_snapshot(pids), await metrics.requests())
+            if profiler is not None:
+                await profiler.stop(before[1], after[1], result.pods)
             result.cpu = {n: after[0][n] - before[0][n] for n in after[0] if n in before[0]}
             result.rss = {n: peak_rss_mib(pid) for n, pid in pids.items()}
             all_writes = writes(before[1], after[1])

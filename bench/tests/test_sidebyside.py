@@ -4,9 +4,11 @@ formula, the API server request counters, the workload objects."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from sidebyside import objects
+from sidebyside.apiprofile import counters, counters_report, requests_report
 from sidebyside.measure import parse_requests, percentile, scheduler_perf_throughput, writes
 from sidebyside.verify import verify
 from sidebyside.workloads import BY_NAME
@@ -125,3 +127,38 @@ def test_scaling_keeps_the_steady_state_backlog() -> None:
     steady = BY_NAME["steady"].scaled(0.1)
     assert (steady.nodes, steady.init_claims, steady.measure_pods) == (50, 250, 10)
     assert BY_NAME["template"].scaled(0.1).measure_pods == 250
+
+
+def test_requests_report_lists_every_request_that_grew_per_placed_pod() -> None:
+    before = Counter({("POST", "pods", ""): 10, ("WATCH", "pods", ""): 4, ("GET", "leases", ""): 7})
+    after = Counter({("POST", "pods", ""): 110, ("WATCH", "pods", ""): 4, ("GET", "leases", ""): 9,
+                     ("PATCH", "resourceclaims", "status"): 50})
+    lines = requests_report(before, after, pods=100)
+    assert [line.split() for line in lines] == [
+        ["POST", "pods", "100", "1.00"],
+        ["PATCH", "resourceclaims/status", "50", "0.50"],
+        ["GET", "leases", "2", "0.02"],
+        ["total", "152", "1.52"],
+    ]
+
+
+def test_requests_report_without_placed_pods_has_no_rates() -> None:
+    lines = requests_report(Counter(), Counter({("GET", "", "openapi/v3"): 3}), pods=0)
+    assert [line.split() for line in lines] == [["GET", "openapi/v3", "3", "-"], ["total", "3", "-"]]
+
+
+def test_counters_report_shows_the_series_that_grew_per_placed_pod() -> None:
+    page_before = ('# HELP apiserver_watch_events_total Number of events sent in watch clients\n'
+                   'apiserver_watch_events_total{group="",kind="Pod",version="v1"} 100\n'
+                   'apiserver_watch_events_total{group="resource.k8s.io",kind="ResourceClaim"} 7\n'
+                   'apiserver_request_total{verb="GET"} 5\n')
+    page_after = ('apiserver_watch_events_total{group="",kind="Pod",version="v1"} 400\n'
+                  'apiserver_watch_events_total{group="resource.k8s.io",kind="ResourceClaim"} 7\n'
+                  'apiserver_watch_events_sizes_sum{group="",kind="Pod",version="v1"} 2.5e+06\n'
+                  'apiserver_request_total{verb="GET"} 9\n')
+    before, after = counters(page_before), counters(page_after)
+    assert 'apiserver_request_total{verb="GET"}' not in after
+    assert counters_report(before, after, pods=100) == [
+        'apiserver_watch_events_sizes_sum{group="",kind="Pod",version="v1"}  2500000  25000.00',
+        'apiserver_watch_events_total{group="",kind="Pod",version="v1"}  300  3.00',
+    ]
