@@ -16,12 +16,13 @@ from .invariants import (
     node_files,
     pods_not_running,
 )
+from .podclaims import duplicate_claims, pods_without_claims
 
 Check = Callable[[Snapshot], list[str]]
 CONTINUOUS: list[Check] = [double_allocation, counters_over_capacity, bound_pods_claims, pod_group_claims,
-                           extended_claims]
-SETTLED: list[Check] = [*CONTINUOUS, allocated_without_consumer, pods_not_running, node_files, orphan_claims,
-                        stuck_deleting, trace_roots]
+                           extended_claims, duplicate_claims]
+SETTLED: list[Check] = [*CONTINUOUS, allocated_without_consumer, pods_without_claims, pods_not_running,
+                        node_files, orphan_claims, stuck_deleting, trace_roots]
 
 
 def run_checks(snap: Snapshot, checks: list[Check]) -> list[str]:

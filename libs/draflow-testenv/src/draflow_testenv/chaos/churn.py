@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,10 +225,13 @@ class Churn:
         self.created += 1
         self.replaced += 1
 
-    async def add_probe(self) -> str:
+    async def add_probe(self, name_ok: Callable[[str], bool] | None = None) -> str:
         """A partition pod outside the churn's groups (the runner's "serves again" probe; the churn leaves
-        at least 10 % of the partitions free for it); its name."""
+        at least 10 % of the partitions free for it); its name, the first ``probe-<n>`` that ``name_ok``
+        accepts (e.g. one in a given claim-controller shard)."""
         self._seq += 1
+        while name_ok is not None and not name_ok(f"probe-{self._seq}"):
+            self._seq += 1
         name = f"probe-{self._seq}"
         await self.kube.create(PODS, self._pod(name, "part", None), namespace=self.namespace)
         return name

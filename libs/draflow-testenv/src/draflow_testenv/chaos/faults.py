@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from draflow_runtime.dra import claim_results
 from draflow_runtime.errors import NotFound
@@ -16,7 +16,9 @@ from draflow_runtime.kube import DEVICE_TAINT_RULES, PODS, RESOURCE_CLAIMS, RESO
 from draflow_testenv.environment import Environment
 from draflow_testenv.wait import eventually
 
+from .churn import Churn
 from .stack import SHARDED, Stack
+from .takeover import allocator_killed_mid_write, note_shards_held, shard_holder_killed
 
 DRIVER = "gpu.draflow.example"
 
@@ -29,17 +31,28 @@ class Ctx:
     namespace: str = "draflow-chaos"
     nats_outage: float = 30.0
     driver_gone_wait: float = 180.0  # upper bound for the slice-publisher's grace and its wipe
+    churn: Churn | None = None
+    notes: list[str] = field(default_factory=list)  # what the fault measured, for the report (its row)
+
+    def note(self, msg: str) -> None:
+        self.notes.append(msg)
+        print(f"    {msg}", flush=True)
 
 
 Fault = Callable[[Ctx], Awaitable[None]]
 
 
 def kill_restart(*names: str) -> Fault:
-    """SIGKILL the replicas ``names`` at once, then start them again."""
+    """SIGKILL the replicas ``names`` at once, then start them again. When claim-controller replicas were
+    among them: wait until every shard is held again (their Leases expire first) and note the time."""
     async def fault(ctx: Ctx) -> None:
         await asyncio.gather(*(ctx.stack.kill(n) for n in names))
+        t0 = time.monotonic()
         for n in names:
             await ctx.stack.restart(n)
+        sharded = [n for n in names if n.startswith(SHARDED + "-")]
+        if sharded:
+            await note_shards_held(ctx, t0, " + ".join(sharded))
     return fault
 
 
@@ -54,28 +67,11 @@ def failover(service: str) -> Fault:
             now = await ctx.stack.leader(ctx.kube, service)
             return now if now and now != leader else None
 
+        t0 = time.monotonic()
         await eventually(new_leader, 90, f"another {service} replica leads", interval=0.5)
+        ctx.note(f"another {service} replica led {time.monotonic() - t0:.1f}s after the kill")
         await ctx.stack.restart(leader)
     return fault
-
-
-async def shard_holder_killed(ctx: Ctx) -> None:
-    """SIGKILL the claim-controller replica holding shard 0 (``--shards``); wait until the other replica
-    holds every shard (the dead one's Leases expire first; the time it took is printed); restart it."""
-    async def holder() -> str | None:
-        return (await ctx.stack.shard_holders(ctx.kube))[0]
-
-    victim = await eventually(holder, 60, f"{SHARDED} shard 0 has a holder", interval=0.5)
-    await ctx.stack.kill(victim)
-    t0 = time.monotonic()
-
-    async def taken_over() -> bool:
-        holders = await ctx.stack.shard_holders(ctx.kube)
-        return all(h is not None and h != victim for h in holders)
-
-    await eventually(taken_over, 90, f"the other {SHARDED} replica holds every shard", interval=0.25)
-    print(f"    shards taken over {time.monotonic() - t0:.1f}s after the kill", flush=True)
-    await ctx.stack.restart(victim)
 
 
 async def device_tainted(ctx: Ctx) -> None:
@@ -150,8 +146,8 @@ def catalogue(short: bool) -> list[tuple[str, Fault]]:
     one = [
         ("kill kubelet-dra-shim", kill_restart("kubelet-dra-shim")),
         ("kill reference-driver + slice-publisher", kill_restart("reference-driver", "slice-publisher")),
-        ("failover structured-allocator", failover("structured-allocator")),
-        ("kill claim-controller shard holder", shard_holder_killed),
+        ("kill structured-allocator mid-write", allocator_killed_mid_write),
+        ("kill claim-controller with most shards", shard_holder_killed),
         ("nats stopped", nats_stopped),
         ("kill kube-apiserver", apiserver_restart),
         ("etcd compaction", etcd_compaction),
@@ -164,15 +160,17 @@ def catalogue(short: bool) -> list[tuple[str, Fault]]:
         ("kill reference-driver", kill_restart("reference-driver")),
         ("kill kubelet-dra-shim", kill_restart("kubelet-dra-shim")),
         ("kill slice-publisher", kill_restart("slice-publisher")),
-        ("kill claim-controller (both)", kill_restart("claim-controller-a", "claim-controller-b")),
+        ("kill claim-controller (all)",
+         kill_restart("claim-controller-a", "claim-controller-b", "claim-controller-c")),
         ("kill structured-allocator (both)",
          kill_restart("structured-allocator-a", "structured-allocator-b")),
         ("kill reference-driver + kubelet-dra-shim", kill_restart("reference-driver", "kubelet-dra-shim")),
         ("kill claim-controller + structured-allocator",
-         kill_restart("claim-controller-a", "claim-controller-b", "structured-allocator-a",
-                      "structured-allocator-b")),
-        ("kill claim-controller shard holder", shard_holder_killed),
+         kill_restart("claim-controller-a", "claim-controller-b", "claim-controller-c",
+                      "structured-allocator-a", "structured-allocator-b")),
+        ("kill claim-controller with most shards", shard_holder_killed),
         ("failover structured-allocator", failover("structured-allocator")),
+        ("kill structured-allocator mid-write", allocator_killed_mid_write),
         ("nats stopped", nats_stopped),
         ("kill kube-apiserver", apiserver_restart),
         ("etcd compaction", etcd_compaction),
@@ -184,9 +182,10 @@ def catalogue(short: bool) -> list[tuple[str, Fault]]:
         # under the state the first round left behind
         ("kill claim-controller-a", kill_restart("claim-controller-a")),
         ("kill structured-allocator-b", kill_restart("structured-allocator-b")),
-        ("kill claim-controller shard holder (again)", shard_holder_killed),
+        ("kill claim-controller with most shards (again)", shard_holder_killed),
         ("kill kubelet-dra-shim + slice-publisher", kill_restart("kubelet-dra-shim", "slice-publisher")),
         ("nats stopped (again)", nats_stopped),
         ("failover structured-allocator (again)", failover("structured-allocator")),
+        ("kill structured-allocator mid-write (again)", allocator_killed_mid_write),
         ("driver gone > grace (again)", driver_gone),
     ]

@@ -18,7 +18,7 @@ from .checks import CONTINUOUS, SETTLED, run_checks
 from .churn import Churn, extended_names
 from .claimkinds import History
 from .invariants import Snapshot
-from .stack import LEASE_NAMESPACE, Stack, ensure_namespace, snapshot
+from .stack import LEASE_NAMESPACE, Stack, ensure_namespace, retry, snapshot
 from .traceroots import fetch_roots, trace_root_violations
 
 NAMESPACE = "draflow-chaos"
@@ -31,6 +31,7 @@ class Row:
     at: float
     recovered: float | None = None
     violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what the fault measured (takeover times)
 
 
 @dataclass
@@ -101,13 +102,13 @@ class Runner:
     async def _probe(self, churn: Churn) -> float:
         """Seconds until a new partition pod runs (the stack serves again)."""
         t0 = time.monotonic()
-        base = await _retry(lambda: churn.add_probe())
+        base = await retry(lambda: churn.add_probe())
 
         async def running() -> bool:
             return await churn.running(base)
 
         await eventually(running, 300, f"probe pod {base} Running", interval=0.5)
-        await _retry(lambda: churn.remove_probe(base))
+        await retry(lambda: churn.remove_probe(base))
         return time.monotonic() - t0
 
     async def run(self) -> int:
@@ -126,12 +127,14 @@ class Runner:
                f"logs in {self.env.logs_dir}")
         churn = Churn(kube, NAMESPACE, self.stack.nodes, opts.gpus)
         await churn.setup()
-        ctx = fault_mod.Ctx(self.env, self.stack, kube, namespace=NAMESPACE, nats_outage=opts.nats_outage)
+        ctx = fault_mod.Ctx(self.env, self.stack, kube, namespace=NAMESPACE, nats_outage=opts.nats_outage,
+                            churn=churn)
         tasks = [asyncio.create_task(self._monitor(kube)), asyncio.create_task(self._churn(churn))]
         try:
             await asyncio.sleep(opts.gap * 2)
             for name, fault in fault_mod.catalogue(opts.short):
                 self.rows.append(Row(name, self._now()))
+                ctx.notes = self.row.notes
                 _print(f"  [{self._now():6.1f}s] fault: {name}")
                 try:
                     await fault(ctx)
@@ -146,7 +149,7 @@ class Runner:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         self.rows.append(Row("(settle)", self._now()))
-        await _retry(churn.stop_and_fill)
+        await retry(churn.stop_and_fill)
         await self._settle(kube)
         await self._trace_roots(kube)
         self._record(self.stack.check_alive())
@@ -196,6 +199,8 @@ class Runner:
         for r in self.rows:
             rec = "-" if r.recovered is None else f"{r.recovered:.1f}s"
             _print(f"{r.fault:<48} {r.at:6.0f}s {rec:>16} {len(r.violations)}")
+            for n in r.notes:
+                _print(f"    - {n}")
             for v in r.violations:
                 _print(f"    {v}")
         faults = len(self.rows) - 2
@@ -206,18 +211,6 @@ class Runner:
                f"{self.snapshots} snapshots checked, {self.roots} claim.seen roots in Jaeger; "
                f"{self._now():.0f}s in all")
         _print(f"chaos: {sum(len(r.violations) for r in self.rows)} violations in {faults} faults")
-
-
-async def _retry(call, attempts: int = 60):  # type: ignore[no-untyped-def]
-    """``call()`` until it does not raise (the API server may be coming back), at most ``attempts`` s."""
-    for i in range(attempts):
-        try:
-            return await call()
-        except Exception:
-            if i == attempts - 1:
-                raise
-            await asyncio.sleep(1)
-    return None
 
 
 async def main(opts: Options) -> int:

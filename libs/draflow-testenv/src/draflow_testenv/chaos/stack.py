@@ -1,10 +1,11 @@
 """The stack a chaos run works on: the five services as ``make up`` starts them (``flow.service_commands``),
-structured-allocator twice with ``--leader-elect``, claim-controller twice with ``--shards 2`` (each replica
-holds the Leases of some shards), and what the harness needs to kill, restart and watch them, plus
-:func:`snapshot` (the objects and node files the invariants look at)."""
+structured-allocator twice with ``--leader-elect``, claim-controller three times with ``--shards 4`` (each
+replica holds the Leases of some shards: 2, 1 and 1), and what the harness needs to kill, restart and
+watch them, plus :func:`snapshot` (the objects and node files the invariants look at)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
@@ -31,7 +32,8 @@ from .invariants import NodeFiles, Snapshot
 
 LEADER_ELECTED = ("structured-allocator",)
 SHARDED = "claim-controller"
-SHARDS = 2
+SHARDS = 4
+REPLICAS = {SHARDED: ("a", "b", "c")}  # the others: ("a", "b")
 REPLICATED = (*LEADER_ELECTED, SHARDED)
 LEASE_NAMESPACE = "draflow-system"
 
@@ -50,7 +52,7 @@ class Stack:
         for name, argv in commands:
             if name in REPLICATED:
                 mode = ["--leader-elect"] if name in LEADER_ELECTED else ["--shards", str(SHARDS)]
-                for replica in ("a", "b"):
+                for replica in REPLICAS.get(name, ("a", "b")):
                     self.procs[f"{name}-{replica}"] = await self.env.run_service(
                         [*_no_port(argv), "--http-port", "0", *mode], name=f"{name}-{replica}")
             else:
@@ -91,6 +93,14 @@ class Stack:
     async def shard_holders(self, kube: KubeClient) -> list[str | None]:
         """Per shard of the claim-controller, the replica holding its Lease now (None: nobody alive)."""
         return [await self.holder(kube, SHARDED, f"{SHARDED}-shard-{i}") for i in range(SHARDS)]
+
+    async def shards_of(self, kube: KubeClient) -> dict[str, list[int]]:
+        """Running claim-controller replica -> the shards whose Lease it holds now (every replica listed)."""
+        held: dict[str, list[int]] = {name: [] for name in self.replicas(SHARDED) if self.procs[name].running}
+        for shard, name in enumerate(await self.shard_holders(kube)):
+            if name is not None:
+                held[name].append(shard)
+        return held
 
     async def holder(self, kube: KubeClient, service: str, lease_name: str) -> str | None:
         """The running replica of ``service`` whose identity (``<host>_<pid>``) holds ``lease_name``."""
@@ -158,3 +168,15 @@ async def snapshot(kube: KubeClient, namespace: str, fleet: Path | None, nodes: 
     slices: list[Any] = (await kube.list(RESOURCE_SLICES)).get("items") or []
     files = {n: read_node_files(fleet / n) for n in nodes} if fleet is not None else {}
     return Snapshot(pods, claims, slices, files, pod_groups=groups, extended_names=extended_names)
+
+
+async def retry(call, attempts: int = 60):  # type: ignore[no-untyped-def]
+    """``call()`` until it does not raise (the API server may be coming back), at most ``attempts`` s."""
+    for i in range(attempts):
+        try:
+            return await call()
+        except Exception:
+            if i == attempts - 1:
+                raise
+            await asyncio.sleep(1)
+    return None
