@@ -35,15 +35,19 @@ class ObservedLease:
         self.since = 0.0
         self.holder = ""
         self.duration = default_duration
+        self.read = False  # observed at least once
+        self.seen_changing = False  # the record changed (or appeared) after the first read
 
     def observe(self, spec: Mapping[str, Any] | None) -> None:
         """Note the Lease's ``spec`` as read now (None: the Lease does not exist); if the record differs
         from the last one seen, now is when it was first seen."""
+        first, self.read = not self.read, True
         if spec is None:
             self.record, self.holder, self.duration = None, "", self.default_duration
             return
         record = orjson.dumps(dict(spec), option=orjson.OPT_SORT_KEYS)
         if record != self.record:
+            self.seen_changing = self.seen_changing or not first
             self.record = record
             self.since = self.clock()
         self.holder = spec.get("holderIdentity") or ""
@@ -52,6 +56,13 @@ class ObservedLease:
     def valid(self) -> bool:
         """A holder is set and its record changed within its lease duration (own clock)."""
         return bool(self.holder) and self.clock() < self.since + self.duration
+
+    def seen_alive(self) -> bool:
+        """:meth:`valid`, and the record was seen to change since the first read: its holder renewed (or
+        took it) while this replica watched. A record found on the first read may be a dead holder's
+        last one, of any age: it is valid for a lease duration (safe: nobody takes it before), but it
+        says nothing of whether its holder is alive."""
+        return self.valid() and self.seen_changing
 
     def held_by_other(self, identity: str) -> bool:
         """Someone other than ``identity`` holds a lease that has not expired: ``identity`` may not take

@@ -14,7 +14,9 @@ Who should hold which shard: every replica holds one member slot, a Lease ``<pre
 ``j`` < ``shards`` (the first it can take, with the same elector; a replica beyond ``shards`` gets no slot
 and stands by until one frees up), and reads the slots every ``retry_period``. Names known in advance
 keep the RBAC to named Leases (no list, no update of other Leases). A member is live while its slot's
-holder is set and its record changed within its ``leaseDurationSeconds`` of this replica's own clock.
+holder is set and its record changed within its ``leaseDurationSeconds`` of this replica's own clock, a
+change this replica saw (a record as first read may be a dead replica's last: a replica started after
+another died must not count it, or it leaves it shards the others left to the newcomer).
 The shards are spread evenly over the live members by rendezvous hashing with a capacity
 (:func:`assignment`), so every replica computes the same from the same members and a member coming or
 going moves few shards besides its own; a replica without a slot wants no shard. A replica campaigns
@@ -133,8 +135,12 @@ class ShardView:
                   if i not in campaigning)]
 
     def live_members(self) -> set[str]:
-        """Holders of member slots whose record changed within their lease duration (own clock)."""
-        return {seen.holder for seen in self.slots if seen.valid()}
+        """Holders of member slots whose record this replica saw change (a renewal or a take) and that
+        changed within their lease duration (own clock). A slot's record as first read is not enough: a
+        replica that starts after another died would count the dead one as live for a lease duration and
+        leave it shards that the others, who saw it expire, leave to the newcomer: nobody would hold
+        them. A live member renews every retry period, so it counts from the second read on."""
+        return {seen.holder for seen in self.slots if seen.seen_alive()}
 
     def wanted(self, member: bool) -> set[int]:
         """The shards this replica should hold now (none without a member slot of its own)."""
