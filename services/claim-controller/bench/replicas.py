@@ -42,7 +42,7 @@ class Replicas:
         self.log_dir = log_dir
         self.ports = [_free_port() for _ in range(count)]
         self.procs: list[asyncio.subprocess.Process] = []
-        self._cpu_at_start = 0.0
+        self._cpu_at_start: list[float] = []
 
     async def start(self, kube: KubeClient, within: float = 120.0) -> None:
         """Start the processes; return once each is ready and each holds at least one shard."""
@@ -62,7 +62,7 @@ class Replicas:
             if time.monotonic() > deadline or any(p.returncode is not None for p in self.procs):
                 raise TimeoutError(f"replicas did not split the shards; logs in {self.log_dir}")
             await asyncio.sleep(0.5)
-        self._cpu_at_start = self.cpu_seconds()
+        self._cpu_at_start = [_cpu(proc.pid) for proc in self.procs]
 
     async def holders(self, kube: KubeClient) -> list[str]:
         out = []
@@ -72,26 +72,23 @@ class Replicas:
                 out.append((lease.get("spec") or {}).get("holderIdentity") or "")
         return out
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU of the replicas since they started."""
-        total = 0.0
-        for proc in self.procs:
-            fields = Path(f"/proc/{proc.pid}/stat").read_text().rpartition(")")[2].split()
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-        return total
+    def cpu_per_replica(self) -> list[float]:
+        """CPU seconds of each replica since the shards were split (the run itself)."""
+        return [_cpu(proc.pid) - start for proc, start in zip(self.procs, self._cpu_at_start, strict=True)]
 
     def cpu_used(self) -> float:
-        """CPU seconds since the shards were split (the run itself)."""
-        return self.cpu_seconds() - self._cpu_at_start
+        """CPU seconds of all replicas since the shards were split."""
+        return sum(self.cpu_per_replica())
 
     async def samples(self) -> list[dict[str, float]]:
         """Per replica: claims created, reconciles and their summed duration (its /metrics)."""
         out = []
+        cpu = self.cpu_per_replica()
         async with aiohttp.ClientSession() as http:
-            for port in self.ports:
+            for port, used in zip(self.ports, cpu, strict=True):
                 async with http.get(f"http://127.0.0.1:{port}/metrics") as resp:
                     text = await resp.text()
-                values: dict[str, float] = {}
+                values: dict[str, float] = {"cpu": used}
                 for family in text_string_to_metric_families(text):
                     for sample in family.samples:
                         if sample.name == "draflow_claim_controller_claims_created_total":
@@ -115,6 +112,12 @@ class Replicas:
                 await proc.wait()
 
 
+def _cpu(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
 def summary(samples: list[dict[str, Any]]) -> str:
     return ", ".join(f"replica {i}: {int(s.get('claims_created', 0))} claims, {int(s.get('count', 0))} "
-                     "reconciles" for i, s in enumerate(samples))
+                     f"reconciles, {s.get('cpu', 0.0):.1f} s CPU" for i, s in enumerate(samples))

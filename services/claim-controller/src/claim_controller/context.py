@@ -22,6 +22,7 @@ from draflow_runtime.kube import NODES, POD_GROUPS, PODS, RESOURCE_CLAIMS, KubeC
 from draflow_runtime.mutationcache import MutationCache
 
 from .allocator import AllocatorClient
+from .claimcache import Claims
 from .events_bus import ClaimEvents
 from .reservations import GONE, PodState
 from .settings import Settings
@@ -145,7 +146,7 @@ class Context:
     settings: Settings
     kube: KubeClient
     pods: Informer
-    claims: Informer
+    claims: Claims
     templates: Informer
     recorder: EventRecorder
     events: ClaimEvents
@@ -195,6 +196,14 @@ class Context:
         # Informer.list (a method) shadows the builtin in the informer's annotations, so mypy cannot
         # read by_index's return type; the value is a plain list of dicts.
         return list(self.pods.by_index(index, value))  # type: ignore[attr-defined]
+
+    async def claim_anywhere(self, namespace: str, name: str) -> Obj | None:
+        """The claim from the caches, else (``--shards`` above 1) live: a pod may use by name a claim
+        generated for a pod of another shard, which this replica does not watch."""
+        claim = self.claim(namespace, name)
+        if claim is None and self.settings.shards > 1:
+            claim = await self.live_claim(namespace, name)
+        return claim
 
     async def live_claim(self, namespace: str, name: str) -> Obj | None:
         """GET the claim (the cache may lag); None when it does not exist. Kept in the mutation cache."""

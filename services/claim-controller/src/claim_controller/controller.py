@@ -25,7 +25,8 @@ the pod and claim informers and runs its own queue (NoExecute device taints, Dev
 With ``--shards N`` (N > 1) this replica reconciles only the keys of the shards it holds
 (:mod:`claim_controller.sharding`): keys of other shards are not queued, a key whose shard was given up
 meanwhile is dropped, :meth:`Controller.shard_acquired` queues everything of a shard just won and
-:meth:`Controller.shard_lost` cancels and waits for the shard's reconciles before its Lease goes.
+:meth:`Controller.shard_lost` cancels and waits for the shard's reconciles before its Lease goes. Its
+claims are watched per shard held (:mod:`~claim_controller.claimcache`: generated claims carry a shard label).
 
 ``reconcile(key)`` dispatches to :func:`~claim_controller.pods.sync_pod`,
 :func:`~claim_controller.podgroups.sync_pod_group` or :func:`~claim_controller.claims.sync_claim`, which
@@ -46,7 +47,7 @@ from opentelemetry.trace import TracerProvider
 from draflow_runtime.bus import EventBus
 from draflow_runtime.dra import extended_claim_name, owning_pod, pod_is_finished
 from draflow_runtime.events import EventRecorder
-from draflow_runtime.informer import EventType, Informer, key_of
+from draflow_runtime.informer import EventType, Indexer, Informer, key_of
 from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
@@ -56,6 +57,7 @@ from draflow_runtime.workqueue import WorkQueue
 
 from . import metrics
 from .allocator import AllocatorClient
+from .claimcache import Claims, ShardedClaims
 from .claims import sync_claim
 from .context import BY_CLAIM, BY_MEMBER, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
@@ -69,7 +71,7 @@ from .ownership import (
 from .podgroups import group_claim_keys, group_template_keys, member_key, needs_sync, sync_pod_group
 from .pods import sync_pod
 from .settings import Settings
-from .sharding import EVICTION_SHARD, InFlight, claim_shard_key, pod_shard_key, shard_of
+from .sharding import EVICTION_SHARD, InFlight, claim_shard, pod_shard_key, shard_of, unlabelled_selector
 
 __all__ = ["COMPONENT", "Controller"]
 
@@ -115,8 +117,12 @@ class Controller:
         self.pods = Informer(kube, PODS, namespace, name="pods",
                              indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index,
                                        BY_MEMBER: member_key})
-        self.claims = Informer(kube, RESOURCE_CLAIMS, namespace, name="resourceclaims",
-                               indexers={BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools})
+        claim_indexers: dict[str, Indexer] = {BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools}
+        self.claims: Claims = ShardedClaims(
+            kube, namespace, settings.shards, claim_indexers,
+            everything_with=EVICTION_SHARD if settings.device_taint_eviction else None) \
+            if settings.shards > 1 else Informer(kube, RESOURCE_CLAIMS, namespace, name="resourceclaims",
+                                                 indexers=claim_indexers)
         self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups",
                                    indexers={BY_CLAIM: group_claim_keys, BY_TEMPLATE: group_template_keys}) \
             if settings.generic_workload else None
@@ -247,12 +253,13 @@ class Controller:
         namespace, _, name = rest.partition("/")
         if kind + ":" == CLAIM_PREFIX:
             claim = self.ctx.claim(namespace, name) or self.ctx.tombstones.get(rest)
-            return shard_of(claim_shard_key(namespace, name, claim), self.shards)
+            return claim_shard(namespace, name, claim, self.shards)
         return shard_of(pod_shard_key(namespace, name), self.shards)
 
     def _claim_shard(self, claim: Obj) -> int:
         meta = claim["metadata"]
-        return shard_of(claim_shard_key(meta.get("namespace", ""), meta["name"], claim), self.shards)
+        return claim_shard(meta.get("namespace", ""), meta["name"], claim, self.shards)
+
 
     def _add(self, key: str) -> None:
         """Queue ``key`` if this replica holds its shard."""
@@ -262,10 +269,15 @@ class Controller:
     async def shard_acquired(self, shard: int) -> None:
         """Shard won: queue every pod and claim of it (the previous holder may have stopped half way).
 
-        First the shard's claims are read live (a consistent list) into the mutation cache: the previous
-        holder may have created a claim just before it died that this replica's informer has not shown
-        yet, and a pod whose claim is not seen would get a second one."""
-        listed = await self.kube.list(RESOURCE_CLAIMS, self.namespace)
+        First the shard's labelled claims are watched (a new watch lists them), and every claim that may
+        be in the shard (labelled for it or not labelled for another) is read live (a consistent list)
+        into the mutation cache: the previous holder may have created a claim just before it died that
+        this replica's informers have not shown yet, and a pod whose claim is not seen would get a second
+        one."""
+        if isinstance(self.claims, ShardedClaims):
+            await self.claims.acquire(shard)
+        listed = await self.kube.list(RESOURCE_CLAIMS, self.namespace,
+                                      label_selector=unlabelled_selector(self.shards, but=shard))
         for claim in listed.get("items") or ():
             if self._claim_shard(claim) == shard:
                 self.ctx.mutations.mutated(claim)
@@ -290,13 +302,16 @@ class Controller:
         log.info("shard taken over", shard=shard, queued=queued)
 
     async def shard_lost(self, shard: int) -> None:
-        """Shard given up (or its Lease not renewed): stop its reconciles and wait until they ended."""
+        """Shard given up (or its Lease not renewed): stop its reconciles and wait until they ended;
+        then stop watching its labelled claims."""
         self.held.discard(shard)
         if shard == EVICTION_SHARD and self._eviction_task is not None:
             task, self._eviction_task = self._eviction_task, None
             task.cancel()
             await asyncio.wait({task})
         await self.in_flight.cancel(shard)
+        if isinstance(self.claims, ShardedClaims):
+            await self.claims.release(shard)
 
     # -- event handlers: enqueue only ------------------------------------------------------------
 

@@ -42,13 +42,15 @@ Obj = dict[str, Any]
 async def create_from_template(
     ctx: Context, owner: Obj, owner_ref: Mapping[str, Any], pc: PodClaim, *, what: str,
     span_attributes: Mapping[str, str], pod: str = "", node: str | None = None,
+    extra_labels: Mapping[str, str] | None = None,
 ) -> Obj | None:
     """Create the claim of ``pc`` of ``owner`` (a pod or a PodGroup, whose owner reference is ``owner_ref``)
     from its template; None (after a Warning Event) when the template is missing.
 
     ``what`` names the entry in messages ("pod claim", "PodGroup claim"); ``span_attributes`` are added
-    to the ``claim.create`` span; ``pod`` and ``node`` go into the ``created`` event. Raises the API
-    error of a refused create (after the Warning Event).
+    to the ``claim.create`` span; ``pod`` and ``node`` go into the ``created`` event; ``extra_labels`` are
+    added to the template's (a pod's claim: its shard label with ``--shards``). Raises the API error of a
+    refused create (after the Warning Event).
     """
     namespace = owner["metadata"]["namespace"]
     template = ctx.templates.get(f"{namespace}/{pc.template_name}")
@@ -60,6 +62,7 @@ async def create_from_template(
         )
         return None
     body = claim_body(owner_ref, namespace, pc.name, template)
+    body["metadata"]["labels"].update(extra_labels or {})
     with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
         span.set_attribute("k8s.namespace.name", namespace)
         for key, value in span_attributes.items():

@@ -38,6 +38,7 @@ from draflow_runtime.log import get_logger
 from draflow_runtime.reconcile import Done, RequeueAfter, Runner
 from draflow_runtime.workqueue import WorkQueue
 
+from .claimcache import Claims
 from .context import DeletedPods
 from .metrics import ERRORS, EVICTION_LATENCY, PODS_EVICTED, RULE_STATUS_WRITES
 from .rulestatus import Counts, needs_write, rule_condition, wait_before_update
@@ -84,7 +85,7 @@ class TaintEviction:
     """See the module docstring. ``pods`` and ``claims`` are the claim-controller's informers (the claim
     informer must have the :data:`BY_POOL` index); ``clock`` returns POSIX seconds (a test seam)."""
 
-    def __init__(self, settings: Settings, kube: KubeClient, pods: Informer, claims: Informer,
+    def __init__(self, settings: Settings, kube: KubeClient, pods: Informer, claims: Claims,
                  recorder: EventRecorder, *, clock: Any = time.time) -> None:
         self.settings = settings
         self.kube = kube

@@ -17,12 +17,18 @@ from draflow_runtime.kube import RESOURCE_CLAIMS
 __all__ = [
     "MAX_GENERATE_NAME_BASE",
     "POD_CLAIM_NAME_ANNOTATION",
+    "SHARD_LABEL",
     "claim_body",
     "generate_name",
 ]
 
 #: Annotation on a generated claim naming the pod claim (``pod.spec.resourceClaims[].name``) it is for.
 POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
+
+#: Label on a claim generated for a pod when the work is split (``--shards N``, N > 1): ``<i>-of-<N>``, the
+#: shard of its owner pod, so that a replica can watch only the claims of its shards (:mod:`.sharding`).
+#: The controller's own: a template's value for it is never copied.
+SHARD_LABEL = "draflow.dev/claim-controller-shard"
 
 #: Longest ``generateName`` that still leaves room for five random characters in a 63-character name.
 MAX_GENERATE_NAME_BASE = 57
@@ -48,18 +54,19 @@ def claim_body(owner_ref: Mapping[str, Any], namespace: str, pod_claim_name: str
                template: Mapping[str, Any]) -> dict[str, Any]:
     """The ResourceClaim generated from ``template`` for ``pod_claim_name`` of the owner ``owner_ref`` (a
     pod or a PodGroup, in ``namespace``; its ``name`` starts the generated name): the template's labels
-    and annotations plus the pod-claim-name annotation, the owner as the only owner reference, the
-    template's claim spec. A fresh dict."""
+    and annotations (but :data:`SHARD_LABEL`) plus the pod-claim-name annotation, the owner as the only
+    owner reference, the template's claim spec. A fresh dict."""
     tmeta = (template.get("spec") or {}).get("metadata") or {}
     annotations = dict(tmeta.get("annotations") or {})
     annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim_name
+    labels = {k: v for k, v in (tmeta.get("labels") or {}).items() if k != SHARD_LABEL}
     return {
         "apiVersion": RESOURCE_CLAIMS.api_version,
         "kind": "ResourceClaim",
         "metadata": {
             "generateName": generate_name(owner_ref["name"], pod_claim_name),
             "namespace": namespace,
-            "labels": dict(tmeta.get("labels") or {}),
+            "labels": labels,
             "annotations": annotations,
             "ownerReferences": [dict(owner_ref)],
         },

@@ -43,6 +43,7 @@ from .creation import create_from_template
 from .nodeselector import node_selector_admits, selector_needs_labels
 from .ownership import is_generated_for, pod_is_done
 from .podgroups import group_claim
+from .sharding import shard_labels
 
 __all__ = ["PodClaimError", "sync_pod"]
 
@@ -111,7 +112,7 @@ async def _ensure_claims(ctx: Context, pod: Obj) -> dict[str, str]:
                 names[pc.name] = shared["metadata"]["name"]
             continue
         if not pc.generated:
-            if pc.claim_name and ctx.claim(_ns(pod), pc.claim_name) is None:
+            if pc.claim_name and await ctx.claim_anywhere(_ns(pod), pc.claim_name) is None:
                 await ctx.recorder.event(
                     pod, "Warning", "ResourceClaimNotFound",
                     f"pod claim {pc.name}: ResourceClaim {pc.claim_name} does not exist (yet)",
@@ -171,7 +172,8 @@ async def _create_claim(ctx: Context, pod: Obj, pc: PodClaim) -> Obj | None:
     name = pod["metadata"]["name"]
     claim = await create_from_template(
         ctx, pod, _owner_ref(pod), pc, what="pod claim", span_attributes={"k8s.pod.name": name},
-        pod=f"{_ns(pod)}/{name}", node=(pod.get("spec") or {}).get("nodeName"))
+        pod=f"{_ns(pod)}/{name}", node=(pod.get("spec") or {}).get("nodeName"),
+        extra_labels=shard_labels(_ns(pod), name, ctx.settings.shards))
     if claim is not None and ctx.hooks.after_claim_create is not None:
         await ctx.hooks.after_claim_create(pod, claim)
     return claim
@@ -223,7 +225,8 @@ async def _reserve_for_bound_pod(ctx: Context, pod: Obj) -> Done | RequeueAfter:
             continue
         if pc.claim_name is None:
             return Done()  # not created yet; the status write enqueues the pod again
-        claim = ctx.claim(namespace, pc.claim_name)
+        claim = ctx.claim(namespace, pc.claim_name) if pc.generated else \
+            await ctx.claim_anywhere(namespace, pc.claim_name)
         if claim is None:
             return Done()  # the claim's arrival enqueues the pod again
         if pc.generated and not is_for_pod_or_group(claim, pod, groups):

@@ -1,11 +1,23 @@
-"""A pod and the claims it owns share one shard; giving up a shard stops its reconciles first."""
+"""A pod and the claims it owns share one shard (and its label); giving up a shard stops its reconciles
+first."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any
 
-from claim_controller.sharding import InFlight, claim_shard_key, pod_shard_key
+from claim_controller.naming import SHARD_LABEL, claim_body
+from claim_controller.sharding import (
+    InFlight,
+    claim_shard,
+    claim_shard_key,
+    labelled_shard,
+    pod_shard_key,
+    shard_labels,
+    shard_of,
+    shard_selector,
+    unlabelled_selector,
+)
 
 
 def claim(name: str, owner: str | None = None) -> dict[str, Any]:
@@ -62,3 +74,45 @@ async def test_a_reconcile_result_passes_through() -> None:
         return "done"
 
     assert await InFlight().run(3, reconcile) == "done"
+
+
+def labelled(name: str, value: str | None, owner: str | None = None) -> dict[str, Any]:
+    obj = claim(name, owner)
+    if value is not None:
+        obj["metadata"]["labels"] = {SHARD_LABEL: value}
+    return obj
+
+
+def test_a_generated_claim_is_labelled_with_its_pods_shard_of_this_shard_count() -> None:
+    pod_shard = shard_of(pod_shard_key("ns", "app"), 4)
+    assert shard_labels("ns", "app", 4) == {SHARD_LABEL: f"{pod_shard}-of-4"}
+    assert shard_labels("ns", "app", 1) == {}  # one shard: nothing to filter, claims stay as upstream's
+    generated = labelled("app-gpu-x7k2p", f"{pod_shard}-of-4", owner="app")
+    assert labelled_shard(generated, 4) == pod_shard == claim_shard("ns", "app-gpu-x7k2p", generated, 4)
+
+
+def test_a_label_of_another_shard_count_or_malformed_counts_as_none() -> None:
+    for value in ("1-of-2", "4-of-4", "01-of-4", "x-of-4", "1-of-", "-of-4", "1", ""):
+        assert labelled_shard(labelled("c", value), 4) is None, value
+    assert labelled_shard(labelled("c", None), 4) is None
+    # then the owner decides, as without labels
+    stale = labelled("app-gpu-x7k2p", "1-of-2", owner="app")
+    assert claim_shard("ns", "app-gpu-x7k2p", stale, 4) == shard_of(pod_shard_key("ns", "app"), 4)
+
+
+def test_a_claim_labelled_by_someone_else_is_in_the_labels_shard_the_only_one_watching_it() -> None:
+    other = next(s for s in range(4) if s != shard_of("ns/shared", 4))
+    assert claim_shard("ns", "shared", labelled("shared", f"{other}-of-4"), 4) == other
+
+
+def test_selectors_split_the_claims_between_the_shards_and_the_unlabelled_watch() -> None:
+    assert shard_selector(2, 4) == f"{SHARD_LABEL}=2-of-4"
+    assert unlabelled_selector(4) == f"{SHARD_LABEL} notin (0-of-4,1-of-4,2-of-4,3-of-4)"
+    assert unlabelled_selector(4, but=1) == f"{SHARD_LABEL} notin (0-of-4,2-of-4,3-of-4)"
+    assert "claim-controller-shard" in SHARD_LABEL and SHARD_LABEL.startswith("draflow.dev/")
+
+
+def test_a_templates_value_for_the_shard_label_is_never_copied() -> None:
+    template = {"spec": {"metadata": {"labels": {SHARD_LABEL: "3-of-4", "team": "a"}}, "spec": {}}}
+    owner = {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "name": "g", "uid": "u"}
+    assert claim_body(owner, "ns", "gpu", template)["metadata"]["labels"] == {"team": "a"}
