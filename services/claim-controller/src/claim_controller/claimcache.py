@@ -24,7 +24,7 @@ from draflow_runtime.log import get_logger
 
 from .sharding import shard_selector, unlabelled_selector
 
-__all__ = ["Claims", "ShardedClaims"]
+__all__ = ["Claims", "ShardedClaims", "claim_cache"]
 
 log = get_logger(__name__)
 
@@ -151,3 +151,11 @@ class ShardedClaims:
 
 #: What the controller reads claims from: one informer, or (``--shards`` above 1) the sharded watches.
 Claims = Informer | ShardedClaims
+
+
+def claim_cache(kube: KubeClient, namespace: str | None, shards: int, indexers: dict[str, Indexer], *,
+                everything_with: int | None = None) -> Claims:
+    """One informer on every claim with one shard, else :class:`ShardedClaims`."""
+    if shards > 1:
+        return ShardedClaims(kube, namespace, shards, indexers, everything_with=everything_with)
+    return Informer(kube, RESOURCE_CLAIMS, namespace, name=NAME, indexers=indexers)

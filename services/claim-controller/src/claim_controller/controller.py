@@ -47,7 +47,7 @@ from opentelemetry.trace import TracerProvider
 from draflow_runtime.bus import EventBus
 from draflow_runtime.dra import extended_claim_name, owning_pod, pod_is_finished
 from draflow_runtime.events import EventRecorder
-from draflow_runtime.informer import EventType, Indexer, Informer, key_of
+from draflow_runtime.informer import EventType, Informer, key_of
 from draflow_runtime.kube import POD_GROUPS, PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
 from draflow_runtime.log import get_logger
 from draflow_runtime.mutationcache import MutationCache
@@ -57,7 +57,7 @@ from draflow_runtime.workqueue import WorkQueue
 
 from . import metrics
 from .allocator import AllocatorClient
-from .claimcache import Claims, ShardedClaims
+from .claimcache import ShardedClaims, claim_cache
 from .claims import sync_claim
 from .context import BY_CLAIM, BY_MEMBER, BY_OWNER_UID, BY_TEMPLATE, Context, DeletedPods, Hooks
 from .events_bus import ClaimEvents
@@ -117,12 +117,9 @@ class Controller:
         self.pods = Informer(kube, PODS, namespace, name="pods",
                              indexers={BY_CLAIM: claim_uses, BY_TEMPLATE: _templates_index,
                                        BY_MEMBER: member_key})
-        claim_indexers: dict[str, Indexer] = {BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools}
-        self.claims: Claims = ShardedClaims(
-            kube, namespace, settings.shards, claim_indexers,
-            everything_with=EVICTION_SHARD if settings.device_taint_eviction else None) \
-            if settings.shards > 1 else Informer(kube, RESOURCE_CLAIMS, namespace, name="resourceclaims",
-                                                 indexers=claim_indexers)
+        self.claims = claim_cache(kube, namespace, settings.shards,
+                                  {BY_OWNER_UID: owner_uid, BY_POOL: allocated_pools},
+                                  everything_with=EVICTION_SHARD if settings.device_taint_eviction else None)
         self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups",
                                    indexers={BY_CLAIM: group_claim_keys, BY_TEMPLATE: group_template_keys}) \
             if settings.generic_workload else None
@@ -269,11 +266,9 @@ class Controller:
     async def shard_acquired(self, shard: int) -> None:
         """Shard won: queue every pod and claim of it (the previous holder may have stopped half way).
 
-        First the shard's labelled claims are watched (a new watch lists them), and every claim that may
-        be in the shard (labelled for it or not labelled for another) is read live (a consistent list)
-        into the mutation cache: the previous holder may have created a claim just before it died that
-        this replica's informers have not shown yet, and a pod whose claim is not seen would get a second
-        one."""
+        First its labelled claims are watched (listed), and the claims that may be in it are read live
+        into the mutation cache: a claim the previous holder made just before it died, not shown by an
+        informer yet, would otherwise get its pod a second one."""
         if isinstance(self.claims, ShardedClaims):
             await self.claims.acquire(shard)
         listed = await self.kube.list(RESOURCE_CLAIMS, self.namespace,
