@@ -49,12 +49,37 @@ def _untolerated(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapp
     return None
 
 
+# node name -> (the node object, its resourceVersion, the reason for a pod without tolerations, node
+# selector or affinity): such a pod's filters depend on the node alone. Informer objects are replaced,
+# never changed, on update (a new object, a new resourceVersion); nodes without one are not memoised.
+_PLAIN: dict[str, tuple[Mapping[str, Any], str, str | None]] = {}
+_PLAIN_MAX = 65536  # names of deleted nodes are dropped all at once past this
+
+
 def node_filter_reason(node: Mapping[str, Any], pod: Mapping[str, Any]) -> str | None:
     """Why ``pod`` cannot run on ``node`` regardless of devices, or None.
 
     Runs for every node a decision visits (up to all of them when devices are scarce): it only reads,
-    and skips the label and affinity look-ups a pod without them does not need."""
+    and skips the label and affinity look-ups a pod without them does not need; for a pod with none of
+    tolerations, ``nodeSelector`` and ``affinity`` the answer is the node's own, memoised per node
+    object (``_PLAIN``)."""
     spec = pod.get("spec") or {}
+    if spec.get("tolerations") or spec.get("nodeSelector") or spec.get("affinity"):
+        return _filter_reason(node, spec)
+    meta = node.get("metadata") or {}
+    name, version = meta.get("name", ""), meta.get("resourceVersion")
+    memo = _PLAIN.get(name)
+    if memo is not None and memo[0] is node and memo[1] == version:
+        return memo[2]
+    reason = _filter_reason(node, spec)
+    if version:
+        if len(_PLAIN) >= _PLAIN_MAX:
+            _PLAIN.clear()
+        _PLAIN[name] = (node, version, reason)
+    return reason
+
+
+def _filter_reason(node: Mapping[str, Any], spec: Mapping[str, Any]) -> str | None:
     tolerations = spec.get("tolerations") or ()
     node_spec = node.get("spec") or {}
     if node_spec.get("unschedulable") and not any(tolerates(t, _UNSCHEDULABLE) for t in tolerations):
