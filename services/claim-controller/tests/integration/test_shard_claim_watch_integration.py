@@ -5,6 +5,7 @@ nothing: the new holder lists the shard's claims when it wins it, the old one st
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -82,3 +83,22 @@ async def test_a_replica_caches_only_its_shards_generated_claims_and_a_moved_sha
         for ref in c["metadata"].get("ownerReferences") or ():
             owned.setdefault(ref["name"], []).append(c["metadata"]["name"])
     assert {n: len(owned[n]) for n in names} == dict.fromkeys(names, 1)
+
+
+async def test_two_shards_given_up_at_once_stop_every_claim_watch(kit: Kit) -> None:
+    """The holder of shard 0 (device-taint eviction on) watches every shard's claims; shard 2 given up
+    while giving up shard 0 is still stopping those watches stops every watch, each once (a KeyError
+    before: both calls dropped the same watch)."""
+    controller = await kit.start_controller(shards=SHARDS)
+    claims = controller.claims
+    assert isinstance(claims, ShardedClaims)
+    await controller.shard_acquired(0)
+    await controller.shard_acquired(2)
+    assert set(claims.parts) == set(range(SHARDS))
+    losing_0 = asyncio.create_task(controller.shard_lost(0))
+    await eventually(lambda: len(claims.parts) < SHARDS or losing_0.done(), interval=0,
+                     what="the first watch is being stopped")
+    assert 0 < len(claims.parts) < SHARDS
+    await controller.shard_lost(2)
+    await losing_0
+    assert claims.parts == {} and controller.held == set()
