@@ -23,6 +23,7 @@ from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
 from draflow_runtime.shards import ShardCoordinator
 
+from . import gcpolicy
 from .controller import COMPONENT, Controller
 from .leasecheck import check_lease_access
 from .settings import Settings
@@ -30,6 +31,7 @@ from .settings import Settings
 
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
+    gcpolicy.tune()
     async with ServiceContext(COMPONENT, settings) as svc:
         current: list[Controller] = []
         sharded = settings.shards > 1
@@ -47,15 +49,21 @@ async def serve(settings: Settings) -> None:
         if sharded:
             controller = make()
             current.append(controller)
-            await run_sharded(controller, coordinator(svc, settings, controller))
+            freeze = asyncio.create_task(gcpolicy.freeze_when_synced(controller.wait_synced))
+            try:
+                await run_sharded(controller, coordinator(svc, settings, controller))
+            finally:
+                freeze.cancel()
             return
 
         async def term() -> None:
             controller = make()
             current.append(controller)
+            freeze = asyncio.create_task(gcpolicy.freeze_when_synced(controller.wait_synced))
             try:
                 await controller.run()
             finally:
+                freeze.cancel()
                 current.remove(controller)
 
         await svc.lead(term)
