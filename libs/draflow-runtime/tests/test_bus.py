@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from prometheus_client import REGISTRY
 
 from draflow_runtime.bus import MSG_ID_HEADER, BusUnavailable, EventBus, Outbox
+from draflow_runtime.outbox import OutboxDelivery, OutboxMessage
 
 
 def metric(metric_name: str, **labels: str) -> float:
@@ -88,3 +91,33 @@ def test_outbox_discard_removes_that_very_item_wherever_it_is() -> None:
     assert not box.discard(["b"]), "an equal item is not the item"
     assert box.discard(b)
     assert list(box) == [a, c]
+
+
+
+
+async def _waiting_at_first_send(linger: float) -> list[str]:
+    """Publish "a", then "b" 20 ms later; return what the outbox held when "a" was sent."""
+    seen: list[str] = []
+    ready = asyncio.Event()
+    ready.set()
+
+    async def send(msg: OutboxMessage) -> None:
+        if msg.subject == "a":
+            seen.extend(m.subject for m in delivery.outbox)
+
+    delivery = OutboxDelivery("linger-test", 10, send, ready, max_in_flight=10, max_backoff=0.1,
+                              linger=linger)
+    task = asyncio.create_task(delivery.run_forever())
+    try:
+        delivery.keep(OutboxMessage("a", b""))
+        await asyncio.sleep(0.02)
+        delivery.keep(OutboxMessage("b", b""))
+        assert await delivery.wait_empty(5.0)
+    finally:
+        task.cancel()
+    return seen
+
+
+async def test_a_lingering_outbox_sends_what_was_published_meanwhile_in_one_batch() -> None:
+    assert await _waiting_at_first_send(linger=1.0) == ["a", "b"]  # one batch
+    assert await _waiting_at_first_send(linger=0.0) == ["a"]  # at once, alone

@@ -75,7 +75,8 @@ class EventBus:
     False), requests raise :class:`BusUnavailable`, subscriptions never fire. ``security``: credentials
     and TLS (:class:`draflow_runtime.busauth.NatsSecurity`). A server that refuses the connection (wrong
     credentials, TLS required or failing) is logged as an error naming the server and the reason, kept in
-    :attr:`last_error`, and retried with backoff like an unreachable one."""
+    :attr:`last_error`, and retried with backoff like an unreachable one. ``linger``: seconds published
+    messages wait to share one write (:class:`~draflow_runtime.outbox.OutboxDelivery`; 0: at once)."""
 
     def __init__(
         self,
@@ -90,6 +91,7 @@ class EventBus:
         drain_timeout: float = 5.0,
         max_in_flight: int = 256,
         security: NatsSecurity | None = None,
+        linger: float = 0.0,
     ) -> None:
         self.url = url
         self.name = name
@@ -105,7 +107,8 @@ class EventBus:
         self._js: JetStreamContext | None = None
         self._ready = asyncio.Event()  # connected and streams applied
         self._delivery = OutboxDelivery(
-            name, outbox_size, self._send, self._ready, max_in_flight=max_in_flight, max_backoff=max_backoff
+            name, outbox_size, self._send, self._ready, max_in_flight=max_in_flight, max_backoff=max_backoff,
+            linger=linger,
         )
         self._outbox = self._delivery.outbox
         self._streams: dict[str, StreamConfig] = {}

@@ -115,13 +115,14 @@ class ServiceContext:
     # -- the shared pieces -------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def open_bus(self, *, events_stream: bool = True) -> AsyncIterator[EventBus]:
+    async def open_bus(self, *, events_stream: bool = True, linger: float = 0.0) -> AsyncIterator[EventBus]:
         """An ``EventBus`` on ``settings.nats_url`` (credentials and TLS from the ``nats_*`` settings)
         named after the service, started (with the one
         lifecycle events stream declared when ``events_stream``), stopped on exit. For a bus whose life
-        is shorter than the process (one leadership term); see :meth:`connect_bus` otherwise."""
+        is shorter than the process (one leadership term); see :meth:`connect_bus` otherwise. ``linger``:
+        :class:`~draflow_runtime.bus.EventBus`'s (published events batched for that many seconds)."""
         bus = EventBus(self.settings.nats_url, name=self.name,
-                       security=NatsSecurity.from_settings(self.settings))
+                       security=NatsSecurity.from_settings(self.settings), linger=linger)
         try:
             if events_stream:
                 await lifecycle.ensure_events_stream(bus)
@@ -130,10 +131,11 @@ class ServiceContext:
         finally:
             await bus.stop()
 
-    async def connect_bus(self, *, events_stream: bool = True) -> EventBus:
+    async def connect_bus(self, *, events_stream: bool = True, linger: float = 0.0) -> EventBus:
         """The process's bus (:meth:`open_bus`), stopped at shut-down. ``bus.enabled`` is False when no
         ``nats_url`` is set."""
-        self.bus = await self._stack.enter_async_context(self.open_bus(events_stream=events_stream))
+        self.bus = await self._stack.enter_async_context(self.open_bus(events_stream=events_stream,
+                                                                       linger=linger))
         return self.bus
 
     async def serve_http(self, ready: ReadyCheck | None = None, routes: Iterable[Route] = ()) -> None:

@@ -25,6 +25,7 @@ from draflow_runtime.shards import ShardCoordinator
 
 from . import gcpolicy
 from .controller import COMPONENT, Controller
+from .events_bus import LINGER
 from .leasecheck import check_lease_access
 from .settings import Settings
 
@@ -40,7 +41,7 @@ async def serve(settings: Settings) -> None:
         # after /healthz is up: this waits for the API server, which may not answer yet
         settings = await served_settings(svc.kube, settings)
         await check_lease_access(svc.kube, settings)  # a Lease its RBAC does not name: stop here, say which
-        bus = await svc.connect_bus()
+        bus = await svc.connect_bus(linger=LINGER)
 
         def make() -> Controller:
             return Controller(settings, svc.kube, bus=bus if bus.enabled else None,

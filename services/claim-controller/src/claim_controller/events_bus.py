@@ -17,7 +17,11 @@ from typing import Any
 from draflow_runtime import lifecycle
 from draflow_runtime.bus import EventBus
 
-__all__ = ["ClaimEvents"]
+__all__ = ["LINGER", "ClaimEvents"]
+
+#: Seconds a published event waits for others to share one write to NATS (and their acks one read): these
+#: events are history nobody waits on, and one write per event was about a third of an event's CPU.
+LINGER = 0.05
 
 
 class ClaimEvents:
