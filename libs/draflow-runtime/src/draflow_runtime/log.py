@@ -12,28 +12,21 @@ go through the same processors and renderer.
 
 ``bind`` uses :mod:`contextvars`, so context bound in a reconcile or RPC handler stays with that task (and
 tasks it creates) and never leaks into concurrent ones.
-
-structlog calls are rendered by structlog itself and written to the root handler's stream under its lock
-(no stdlib ``LogRecord``, copied once more by the formatter: ~140 µs a line before, most of an allocator's
-per-pod log cost); a call below the level is a no-op method. Only stdlib records take the
-``ProcessorFormatter`` route. Both end in the same processors, so the lines are alike.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
-from typing import Any, TextIO, cast
+from typing import Any, TextIO
 
 import structlog
 from opentelemetry import trace
-from structlog.typing import EventDict, FilteringBoundLogger, Processor, WrappedLogger
+from structlog.typing import EventDict, Processor, WrappedLogger
 
 __all__ = ["bind", "configure_logging", "get_logger"]
-
-_generation = 0  # configure_logging calls so far: loggers rebind when it changes
 
 _LEVELS = {
     "debug": logging.DEBUG,
@@ -67,46 +60,6 @@ def _renderer(fmt: str) -> Processor:
     if fmt == "json":
         return structlog.processors.JSONRenderer()
     raise ValueError(f"unknown log format {fmt!r} (want json or console)")
-
-
-class _Writer:
-    """What a structlog logger writes to: the rendered line onto the root handler's stream, under the
-    handler's lock (threads: the OpenTelemetry exporter, the official client's pool). ``name`` feeds
-    ``add_logger_name``."""
-
-    __slots__ = ("_handler", "name")
-
-    def __init__(self, handler: logging.StreamHandler[TextIO], name: str) -> None:
-        self._handler = handler
-        self.name = name
-
-    def msg(self, message: str) -> None:
-        handler = self._handler
-        handler.acquire()
-        try:
-            handler.stream.write(message + "\n")
-            handler.stream.flush()
-        except RecursionError:
-            raise
-        except Exception:  # a closed or broken stream: as logging.Handler.emit, never fail the caller
-            pass
-        finally:
-            handler.release()
-
-    debug = info = warning = warn = error = err = critical = fatal = exception = log = msg
-
-
-def _writer_factory(handler: logging.StreamHandler[TextIO]) -> Callable[..., _Writer]:
-    writers: dict[str, _Writer] = {}
-
-    def factory(*args: Any) -> _Writer:
-        name = str(args[0]) if args and args[0] is not None else ""
-        writer = writers.get(name)
-        if writer is None:
-            writer = writers[name] = _Writer(handler, name)
-        return writer
-
-    return factory
 
 
 def configure_logging(
@@ -148,47 +101,24 @@ def configure_logging(
     root.addHandler(handler)
     root.setLevel(numeric)
 
-    global _generation
-    _generation += 1
     structlog.configure(
         processors=[
+            structlog.stdlib.filter_by_level,
             structlog.contextvars.merge_contextvars,
-            *common,
-            structlog.processors.StackInfoRenderer(),
-            structlog.processors.format_exc_info,
-            _renderer(fmt),
+            structlog.stdlib.PositionalArgumentsFormatter(),
+            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
         ],
-        logger_factory=_writer_factory(handler),
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
         # Not cached: module-level loggers created (or used) before configure_logging() must pick up
-        # the configuration made later (and a later call's stream and level).
+        # the configuration made later; costs one dict lookup per call.
         cache_logger_on_first_use=False,
     )
 
 
-class _Logger:
-    """What :func:`get_logger` returns: a logger bound to the configuration of the latest
-    :func:`configure_logging` call, rebound only when that changes (structlog's lazy proxy, uncached,
-    builds a new bound logger on every call: ~15 µs, even for a line below the level)."""
-
-    __slots__ = ("_bound", "_generation", "_initial", "_name")
-
-    def __init__(self, name: str | None, initial: dict[str, Any]) -> None:
-        self._name = name
-        self._initial = initial
-        self._generation = -1
-        self._bound: Any = None
-
-    def __getattr__(self, attr: str) -> Any:  # every logging method (none is defined here)
-        if self._generation != _generation:
-            self._bound = structlog.get_logger(self._name, **self._initial).bind()
-            self._generation = _generation
-        return getattr(self._bound, attr)
-
-
-def get_logger(name: str | None = None, **initial: Any) -> FilteringBoundLogger:
+def get_logger(name: str | None = None, **initial: Any) -> structlog.stdlib.BoundLogger:
     """A structlog logger named ``name`` (use ``__name__``), optionally with initial key/values."""
-    logger: FilteringBoundLogger = cast(FilteringBoundLogger, _Logger(name, initial))
+    logger: structlog.stdlib.BoundLogger = structlog.stdlib.get_logger(name, **initial)
     return logger
 
 
