@@ -7,8 +7,10 @@ a claim's status write and its pod's binding. Each notes what it measured in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncGenerator
+from typing import TYPE_CHECKING, Any, cast
 
 from draflow_runtime.errors import NotFound
 from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
@@ -142,16 +144,18 @@ async def allocator_killed_mid_write(ctx: Ctx) -> None:
 async def _newly_reserved(ctx: Ctx, resource_version: str) -> None:
     """Until a claim is written reserved for a pod (from ``resource_version`` on)."""
     while True:
-        async for etype, claim in ctx.kube.watch(RESOURCE_CLAIMS, namespace=ctx.namespace,
-                                                 resource_version=resource_version, timeout_seconds=30):
-            if etype == "BOOKMARK":
-                resource_version = claim["metadata"]["resourceVersion"]
-                continue
-            resource_version = claim["metadata"].get("resourceVersion", resource_version)
-            status = claim.get("status") or {}
-            if etype == "MODIFIED" and status.get("allocation") and any(
-                    r.get("resource") == "pods" for r in status.get("reservedFor") or ()):
-                return
+        events = cast(AsyncGenerator[tuple[str, dict[str, Any]], None], ctx.kube.watch(
+            RESOURCE_CLAIMS, namespace=ctx.namespace, resource_version=resource_version, timeout_seconds=30))
+        async with contextlib.aclosing(events):  # the watch's connection is closed when we stop early
+            async for etype, claim in events:
+                if etype == "BOOKMARK":
+                    resource_version = claim["metadata"]["resourceVersion"]
+                    continue
+                resource_version = claim["metadata"].get("resourceVersion", resource_version)
+                status = claim.get("status") or {}
+                if etype == "MODIFIED" and status.get("allocation") and any(
+                        r.get("resource") == "pods" for r in status.get("reservedFor") or ()):
+                    return
 
 
 def reserved_unbound(claims: list[dict[str, Any]], pods: list[dict[str, Any]]) -> list[str]:
