@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,23 +14,15 @@ from typing import Any
 import pytest
 
 from draflow_runtime.journal import HEADER, JournalFull, JournalWriter, encode_record, read_records
-from draflow_runtime.log import configure_logging
+from draflow_testenv.logcapture import json_logs
 
 SIZE = 4096
 
 
 @pytest.fixture
 def logs() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    stream = io.StringIO()
-    configure_logging("test", "debug", "json", stream=stream)
-    yield stream
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in saved[0]:
-        root.addHandler(handler)
-    root.setLevel(saved[1])
+    with json_logs("test") as stream:
+        yield stream
 
 
 def warnings(stream: io.StringIO) -> list[dict[str, Any]]:

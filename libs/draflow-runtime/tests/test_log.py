@@ -13,20 +13,13 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from draflow_runtime.log import bind, configure_logging, get_logger
+from draflow_testenv.logcapture import json_logs
 
 
 @pytest.fixture
 def output() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    stream = io.StringIO()
-    configure_logging("demo", "debug", "json", stream=stream)
-    yield stream
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in saved[0]:
-        root.addHandler(handler)
-    root.setLevel(saved[1])
+    with json_logs("demo") as stream:
+        yield stream
 
 
 def lines(stream: io.StringIO) -> list[dict[str, Any]]:

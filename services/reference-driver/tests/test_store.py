@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from draflow_runtime.journal import encode_record
-from draflow_runtime.log import configure_logging
+from draflow_testenv.logcapture import json_logs
 from reference_driver import checkpoint
 from reference_driver.inventory import InventoryConfig, build_pool
 from reference_driver.state import DeviceState, DriverIdentity
@@ -78,16 +77,8 @@ def devices() -> dict:
 
 @pytest.fixture
 def logs() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    saved = (list(root.handlers), root.level)
-    stream = io.StringIO()
-    configure_logging("test", "debug", "json", stream=stream)
-    yield stream
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    for handler in saved[0]:
-        root.addHandler(handler)
-    root.setLevel(saved[1])
+    with json_logs("test") as stream:
+        yield stream
 
 
 @pytest.mark.parametrize(
