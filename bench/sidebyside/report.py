@@ -15,6 +15,7 @@ CONTROLLERS = ("claim-controller", "kube-controller-manager")
 SCHEDULERS = ("structured-allocator", "kube-scheduler")
 SERVERS = ("kube-apiserver", "etcd")
 BUS = ("nats", "jaeger")
+HARNESS = ("harness",)  # sidebyside.runner.HARNESS
 
 
 def _fmt(x: float, digits: int = 1) -> str:
@@ -71,6 +72,8 @@ def table(w: Workload, results: Sequence[Result]) -> str:
         ("stack CPU per placed pod (ms)", lambda r: _per_pod_ms(r, CONTROLLERS + SCHEDULERS), 1),
         ("kube-apiserver + etcd CPU per placed pod (ms)", lambda r: _per_pod_ms(r, SERVERS), 1),
         ("NATS + Jaeger CPU per placed pod (ms)", lambda r: _per_pod_ms(r, BUS), 1),
+        ("this harness CPU per placed pod (ms): pod creators + bound-pod watch",
+         lambda r: _per_pod_ms(r, HARNESS), 1),
         ("controller peak RSS (MiB)", lambda r: _sum(r.rss, CONTROLLERS), 0),
         ("scheduler peak RSS (MiB)", lambda r: _sum(r.rss, SCHEDULERS), 0),
         ("kube-apiserver + etcd peak RSS (MiB)", lambda r: _sum(r.rss, SERVERS), 0),

@@ -162,3 +162,16 @@ def test_counters_report_shows_the_series_that_grew_per_placed_pod() -> None:
         'apiserver_watch_events_sizes_sum{group="",kind="Pod",version="v1"}  2500000  25000.00',
         'apiserver_watch_events_total{group="",kind="Pod",version="v1"}  300  3.00',
     ]
+
+
+def test_table_shows_the_harness_cpu_per_placed_pod_apart_from_the_stacks() -> None:
+    from sidebyside.report import table
+    from sidebyside.runner import HARNESS, Result
+
+    r = Result("template", "draflow", pods=1000, span=10.0)
+    r.cpu = {"claim-controller": 3.0, "structured-allocator": 6.0, HARNESS: 0.8}
+    lines = [line for line in table(BY_NAME["template"], [r]).splitlines() if line.startswith("| ")]
+    cells = [line.split(" | ") for line in lines if " | " in line]
+    rows = {c[0].strip("| "): c[1].strip(" |") for c in cells}
+    assert rows["this harness CPU per placed pod (ms): pod creators + bound-pod watch"] == "0.8"
+    assert rows["stack CPU per placed pod (ms)"] == "9.0"
