@@ -73,6 +73,32 @@ async def test_resource_v1_is_served(admin: Client) -> None:
     assert {"resourceslices", "resourceclaims", "deviceclasses", "resourceclaimtemplates"} <= names
 
 
+@pytest.mark.parametrize("which", ["admin", "user"])
+async def test_client_certificates_authenticate_and_their_issuer_is_not_in_the_kubeconfigs_trust(
+    testenv: Environment, which: str
+) -> None:
+    """OpenSSL sends a client certificate's issuer along with it when the client trusts that issuer, making
+    kube-apiserver verify a longer chain on every request (pki.py): the kubeconfig must not carry it."""
+    from cryptography import x509
+
+    path = testenv.kubeconfig if which == "admin" else testenv.user_kubeconfig("te-cert-user", ["te-group"])
+    user = yaml.safe_load(path.read_text())["users"][0]["user"]
+    cluster = yaml.safe_load(path.read_text())["clusters"][0]["cluster"]
+    cert = x509.load_pem_x509_certificate(base64.b64decode(user["client-certificate-data"]))
+    trusted = x509.load_pem_x509_certificates(base64.b64decode(cluster["certificate-authority-data"]))
+    assert cert.issuer not in {t.subject for t in trusted}
+    client = Client(path)
+    try:
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        status, body = await client.call("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", review)
+        assert status == 201, body
+        info = body["status"]["userInfo"]
+        assert info["username"] == ("draflow-admin" if which == "admin" else "te-cert-user")
+        assert ("system:masters" if which == "admin" else "te-group") in info["groups"]
+    finally:
+        await client.close()
+
+
 async def test_serviceaccount_kubeconfig_authenticates_and_has_no_rights_without_rbac(
     testenv: Environment, make_namespace
 ) -> None:

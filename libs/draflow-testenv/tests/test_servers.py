@@ -35,13 +35,15 @@ def test_allocated_ports_are_distinct() -> None:
 
 
 def test_apiserver_argv_carries_gates_and_uncached_resources() -> None:
-    files = servers.ApiserverFiles(*(Path(f"/x/{n}") for n in ("ca", "crt", "key", "sak", "sap")))
+    names = ("ca", "client-ca", "crt", "key", "sak", "sap")
+    files = servers.ApiserverFiles(*(Path(f"/x/{n}") for n in names))
     argv = servers.apiserver_argv(Path("/bin/kube-apiserver"), files, servers.Ports.allocate(),
                                   feature_gates=["DRAAdminAccess", "DRAListTypeAttributes"],
                                   compaction_interval="30s", watch_cache=True, uncached=("configmaps",))
     assert "--feature-gates=DRAAdminAccess=true,DRAListTypeAttributes=true" in argv
     assert "--watch-cache-sizes=configmaps#0" in argv
     assert "--authorization-mode=Node,RBAC" in argv
+    assert "--client-ca-file=/x/client-ca" in argv
 
 
 def test_kubeconfig_is_self_contained() -> None:

@@ -77,6 +77,7 @@ class Environment:
         self._http: aiohttp.ClientSession | None = None
         self._admin: AdminClient | None = None
         self._ca: pki.KeyPair | None = None
+        self._client_ca: pki.KeyPair | None = None  # signs client certificates only
         self._nats_argv: list[str] = []
         self._secure_nats = secure_nats
         self.secure_nats: natssecure.SecureNats | None = None
@@ -194,19 +195,25 @@ class Environment:
     def _write_pki(self) -> servers.ApiserverFiles:
         d = self.state_dir / "pki"
         self._ca = ca = pki.make_ca()
+        # Client certificates come from a CA of their own, which the kubeconfigs do not carry: a client whose
+        # trust store holds the issuer of its own certificate (Python's ssl/OpenSSL) sends that CA along with
+        # it, and kube-apiserver then verifies every request against a bigger chain (pki.py).
+        self._client_ca = client_ca = pki.make_ca(pki.CLIENT_CA_NAME)
         serving = pki.make_serving_cert(
             ca, ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
                  "kubernetes.default.svc.cluster.local"], [servers.HOST, "10.96.0.1"])
-        admin = pki.make_client_cert(ca, "draflow-admin", ["system:masters"])
+        admin = pki.make_client_cert(client_ca, "draflow-admin", ["system:masters"])
         sa_key, sa_pub = pki.make_signing_key()
         files = servers.ApiserverFiles(
             ca_cert=pki.write_private(d / "ca.crt", ca.cert_pem),
+            client_ca_cert=pki.write_private(d / "client-ca.crt", client_ca.cert_pem),
             serving_cert=pki.write_private(d / "apiserver.crt", serving.cert_pem),
             serving_key=pki.write_private(d / "apiserver.key", serving.key_pem),
             sa_key=pki.write_private(d / "sa.key", sa_key),
             sa_pub=pki.write_private(d / "sa.pub", sa_pub),
         )
         pki.write_private(d / "ca.key", ca.key_pem)
+        pki.write_private(d / "client-ca.key", client_ca.key_pem)
         pki.write_private(d / "admin.crt", admin.cert_pem)
         pki.write_private(d / "admin.key", admin.key_pem)
         pki.write_private(self.kubeconfig, pki.kubeconfig(
@@ -344,8 +351,8 @@ class Environment:
 
     def user_kubeconfig(self, user: str, groups: Sequence[str] = ()) -> Path:
         """A client-certificate kubeconfig for any user and groups (``system:masters`` = admin)."""
-        assert self._ca is not None
-        client = pki.make_client_cert(self._ca, user, list(groups))
+        assert self._ca is not None and self._client_ca is not None
+        client = pki.make_client_cert(self._client_ca, user, list(groups))
         data = pki.kubeconfig(self.apiserver_url, self._ca.cert_pem, user=user, client=client)
         safe = user.replace(":", "-").replace("/", "-")
         return pki.write_private(self.state_dir / "kubeconfigs" / f"user-{safe}.yaml", data)

@@ -69,7 +69,8 @@ def etcd_argv(binary: Path, data_dir: Path, ports: Ports) -> list[str]:
 
 @dataclass(frozen=True)
 class ApiserverFiles:
-    ca_cert: Path
+    ca_cert: Path  # signs the serving certificate
+    client_ca_cert: Path  # signs client certificates (--client-ca-file)
     serving_cert: Path
     serving_key: Path
     sa_key: Path
@@ -86,7 +87,7 @@ def apiserver_argv(
         f"--etcd-compaction-interval={compaction_interval}",
         f"--bind-address={HOST}", f"--advertise-address={HOST}", f"--secure-port={ports.apiserver}",
         f"--tls-cert-file={files.serving_cert}", f"--tls-private-key-file={files.serving_key}",
-        f"--client-ca-file={files.ca_cert}",
+        f"--client-ca-file={files.client_ca_cert}",
         f"--service-account-key-file={files.sa_pub}",
         f"--service-account-signing-key-file={files.sa_key}",
         f"--service-account-issuer={SERVICE_ACCOUNT_ISSUER}",
