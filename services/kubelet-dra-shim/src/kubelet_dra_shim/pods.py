@@ -309,7 +309,13 @@ class PodController:
         desired = allocated_resources_status(pod, outcome.claims, view)
         digest = orjson.dumps(desired, option=orjson.OPT_SORT_KEYS)
         uid = pod["metadata"]["uid"]
-        changed = self._health_written.get(uid) != (pod_node(pod), digest)
+        written = self._health_written.get(uid)
+        if written is None:  # nothing written by this process yet (e.g. just restarted): what the pod shows
+            written = (pod_node(pod), orjson.dumps(health_in_status(pod), option=orjson.OPT_SORT_KEYS))
+            desired_seen = orjson.dumps(_without_empty(desired), option=orjson.OPT_SORT_KEYS)
+            if written[1] == desired_seen:
+                written = (pod_node(pod), digest)
+        changed = written != (pod_node(pod), digest)
         self._health_written[uid] = (pod_node(pod), digest)
         return desired, changed
 
@@ -319,3 +325,24 @@ class PodController:
             await self.recorder.event(pod, "Warning", reason, _describe(failure), action=action)
         except Exception as exc:
             log.warning("event not recorded", reason=reason, error=repr(exc))
+
+
+def health_in_status(pod: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """``allocatedResourcesStatus`` per container as the pod's status shows it now (the API server omits
+    empty lists and strings), in :func:`allocated_resources_status`'s shape."""
+    status = pod.get("status") or {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]:
+        if c.get("allocatedResourcesStatus"):
+            out[c["name"]] = _without_empty(c["allocatedResourcesStatus"])
+    return out
+
+
+def _without_empty(value: Any) -> Any:
+    """``value`` with every empty list, mapping and string dropped from mappings, as JSON from the API
+    server shows it (``omitempty``)."""
+    if isinstance(value, Mapping):
+        return {k: _without_empty(v) for k, v in value.items() if v not in ("", [], {}, None)}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return value
