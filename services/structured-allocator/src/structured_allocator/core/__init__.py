@@ -3,9 +3,10 @@
 from .allocator import Allocator
 from .cel_env import CelCache, CelCompileError, CelRuntimeError
 from .explain import Explanation, RequestExplanation
-from .pools import Pool, SliceIndex, gather_pools
+from .pools import Pool, gather_pools
 from .quantity import Quantity, parse_quantity
 from .semver import Version, parse_semver
+from .sliceindex import SliceIndex
 from .types import (
     MAX_RESULTS_PER_CLAIM,
     AllocatedState,

@@ -62,11 +62,12 @@ from .capacity import CapacityValueError, consumed_capacity
 from .cel_env import CelCache, CelCompileError
 from .derived import DerivedExpression, compile_derived
 from .groups import Baseline, baseline
-from .pools import Pool, PreparedDevice, PreparedSlice, SliceIndex, gather_pools
+from .pools import Pool, PreparedDevice, PreparedSlice
 from .requests import RequestData
 from .results import allocation_result
 from .run_state import RunState
 from .selection import taint_blocks
+from .sliceindex import SliceIndex
 from .types import (
     MAX_RESULTS_PER_CLAIM,
     AllocatedState,
@@ -173,14 +174,8 @@ class _Run(RunState):
 
     # -- setup -------------------------------------------------------------------------------------
     def execute(self) -> AllocationOutcome:
-        self.pools = gather_pools(self.a.index, self.node, self.features)
-        self.candidates = [
-            (p, s, d)
-            for p in self.pools
-            if not (p.incomplete or p.invalid)
-            for s in p.slices
-            for d in s.devices
-        ]
+        # remembered per node by the index until a slice, the node's labels or the features change
+        self.pools, self.candidates = self.a.index.node_pools(self.node, self.features)
         for ci, claim in enumerate(self.claims):
             self._validate_claim(ci, claim)
         if self.budget is not None:

@@ -1,10 +1,9 @@
-"""ResourceSlices → resource pools for one node, and the node-independent :class:`SliceIndex`.
+"""ResourceSlices → resource pools for one node: the parsed slices and :func:`gather_pools`.
 
-:class:`SliceIndex` is kept incrementally by the service (``upsert``/``remove`` per slice event). It
-groups slices by ``spec.nodeName`` (node-local) versus everything else (shared), and by pool, so
-gathering the pools of one node touches that node's slices plus the shared ones, never all slices.
 Each slice is parsed once into a :class:`PreparedSlice`; its devices carry the memo of CEL selector
-results, which therefore lives exactly as long as that version of the slice.
+results, which therefore lives exactly as long as that version of the slice. The node-independent
+index of prepared slices, and the per-node cache of :func:`gather_pools` results, is
+:class:`~.sliceindex.SliceIndex`.
 
 :func:`gather_pools` follows upstream ``GatherPools`` (incubating): relevant slices (nodeName /
 nodeSelector / allNodes match, perDeviceNodeSelection with at least one matching device), newest
@@ -21,22 +20,24 @@ the search enforces the groups (:mod:`.groups`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cel_env import device_input
 from .nodesel import node_matches, node_selector_matches
 from .quantity import Quantity, parse_quantity
 from .types import DeviceID, Features
 
+if TYPE_CHECKING:
+    from .sliceindex import SliceIndex
+
 __all__ = [
     "CapacityInfo",
     "Pool",
     "PreparedDevice",
     "PreparedSlice",
-    "SliceIndex",
     "gather_pools",
     "node_matches",
     "node_selector_matches",
@@ -184,79 +185,6 @@ class PreparedSlice:
     @property
     def pool_id(self) -> tuple[str, str]:
         return (self.driver, self.pool)
-
-
-class SliceIndex:
-    """All ResourceSlices, indexed per node, shared, and per pool. Updated incrementally.
-
-    ``upsert`` with an unchanged ``metadata.resourceVersion`` keeps the prepared slice (and its
-    selector memo); any change replaces it, which drops the memo for that slice only.
-    """
-
-    def __init__(self, slices: Iterable[Mapping[str, Any]] = ()) -> None:
-        self._by_name: dict[str, PreparedSlice] = {}
-        self._on_node: dict[str, dict[str, PreparedSlice]] = {}
-        self._shared: dict[str, PreparedSlice] = {}
-        self._by_pool: dict[tuple[str, str], dict[str, PreparedSlice]] = {}
-        self._mapping_slices = 0  # slices with a device that has nodeAllocatableResources
-        for s in slices:
-            self.upsert(s)
-
-    def upsert(self, raw: Mapping[str, Any]) -> PreparedSlice:
-        name = (raw.get("metadata") or {}).get("name", "")
-        old = self._by_name.get(name)
-        rv = (raw.get("metadata") or {}).get("resourceVersion")
-        if old is not None and (old.raw is raw or (rv is not None and rv == old.resource_version)):
-            return old
-        if old is not None:
-            self.remove(name)
-        prepared = PreparedSlice(raw)
-        self._by_name[name] = prepared
-        if prepared.node_name:
-            self._on_node.setdefault(prepared.node_name, {})[name] = prepared
-        else:
-            self._shared[name] = prepared
-        self._by_pool.setdefault(prepared.pool_id, {})[name] = prepared
-        self._mapping_slices += prepared.maps_node_resources
-        return prepared
-
-    add = upsert
-    update = upsert
-
-    def remove(self, name: str) -> None:
-        old = self._by_name.pop(name, None)
-        if old is None:
-            return
-        self._mapping_slices -= old.maps_node_resources
-        if old.node_name:
-            per_node = self._on_node.get(old.node_name, {})
-            per_node.pop(name, None)
-            if not per_node:
-                self._on_node.pop(old.node_name, None)
-        else:
-            self._shared.pop(name, None)
-        per_pool = self._by_pool.get(old.pool_id, {})
-        per_pool.pop(name, None)
-        if not per_pool:
-            self._by_pool.pop(old.pool_id, None)
-
-    def slices_for_node(self, node_name: str) -> list[PreparedSlice]:
-        return [*self._on_node.get(node_name, {}).values(), *self._shared.values()]
-
-    def pool_slices(self, pool_id: tuple[str, str]) -> list[PreparedSlice]:
-        return list(self._by_pool.get(pool_id, {}).values())
-
-    @property
-    def maps_node_resources(self) -> bool:
-        """Whether a device of some slice has ``nodeAllocatableResources`` (none: no pod has a
-        node-allocatable DRA share anywhere)."""
-        return self._mapping_slices > 0
-
-    def __len__(self) -> int:
-        return len(self._by_name)
-
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self._by_name.values())
 
 
 # -- pools ----------------------------------------------------------------------------------------------
