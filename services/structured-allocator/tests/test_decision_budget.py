@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sa_builders import DRIVER, claim, dclass, dev, req, rslice
 
-from structured_allocator import decision
+from structured_allocator import nodesearch
 from structured_allocator.assume import AssumeCache
 from structured_allocator.decision import Decider, Placement, Unschedulable
 from structured_allocator.device_counts import counting_slices
@@ -115,7 +115,7 @@ async def test_cancellation_stops_the_search() -> None:
 
 
 async def test_the_search_yields_to_the_event_loop_between_nodes(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(decision, "YIELD_EVERY", 0.0)  # yield after every node
+    monkeypatch.setattr(nodesearch, "YIELD_EVERY", 0.0)  # yield after every node
     state = FakeState({f"n{i}": hard_devices(12, 3) for i in range(6)})
     ticks = 0
     stop = asyncio.Event()

@@ -31,15 +31,14 @@ a :class:`~.core.SearchBudget` — ``search_steps`` device tries for that node, 
 steps counts as "search budget exhausted after N steps" and the search goes on with the next node; the
 deadline or the hook stop the search (feasible nodes found so far still win). When nothing fits and a
 budget ran out, the :class:`Unschedulable` says so (``budget_exhausted``) and the scheduler retries the
-pod with backoff. Between nodes the search yields to the event loop at least every
-:data:`YIELD_EVERY` seconds (so one decision holds the loop for about one node's bounded search); after
+pod with backoff. Between nodes the search (:mod:`.nodesearch`) yields to the event loop at least every
+:data:`~.nodesearch.YIELD_EVERY` seconds (so one decision holds the loop for about one node's search); after
 a yield the allocator is rebuilt (its counter cache may be stale). Callers serialise decisions (the
 scheduler's decision lock), so only informer events can change the caches across a yield.
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -48,36 +47,26 @@ from typing import Any
 from draflow_runtime.dra import RESERVED_FOR_MAX, is_reserved_for_pod_or_group
 
 from .bindingconds import binding_status, utcnow
-from .claimfacts import describe_error, min_devices
-from .core import (
-    AllocationError,
-    Allocator,
-    CelCache,
-    Features,
-    SearchBudget,
-    SearchBudgetExhausted,
-)
-from .core.subrequest_score import subrequest_score
+from .claimfacts import describe_error
+from .core import AllocationError, CelCache, Features
 from .explain_http import PodExplanation
 from .extres import ExtendedClaim, ExtendedDemand, extended_demand
 from .groupcycle import GroupCycle
 from .nodealloc import mapped
-from .nodealloc_plan import NodeAllocatableCheck, admit, device_lookup, shared_mapped_claim
+from .nodealloc_plan import NodeAllocatableCheck, device_lookup, shared_mapped_claim
 from .nodefit import PodDemand, pod_demand
-from .nodes import claim_selector_reason, node_filter_reason, unsupported_reason
+from .nodes import claim_selector_reason, unsupported_reason
+from .nodesearch import NodeSearch
 from .outcomes import Decision, Placement, PlannedClaim, Unschedulable, Waiting
 from .podclaims import resolve_claims
 from .postfilter import claim_to_deallocate
-from .scoring import Candidate, Scorer
+from .scoring import Scorer
 from .state import ClusterState
 
 __all__ = [
     "Decider", "Decision", "ExtendedClaim", "Placement", "PlannedClaim", "Unschedulable", "Waiting",
     "describe_error",
 ]
-
-YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
-
 
 
 
@@ -111,7 +100,7 @@ class Decider:
         self.scorer = scorer
         self.nodes_to_find = nodes_to_find
         self.cel_cache = cel_cache or CelCache()
-        self._next_start = 0
+        self.next_start = 0  # where the next search starts in the node names (:mod:`.nodesearch`)
         self.search_steps = search_steps  # per allocate() call; 0: unbounded
         self.filter_timeout = filter_timeout  # per decision, seconds; 0: unbounded
         self.monotonic = monotonic
@@ -199,8 +188,8 @@ class Decider:
             na = NodeAllocatableCheck(pod, demand, self.state.usage, self.state.slices, pairs, to_allocate)
         ruled_out: list[Mapping[str, Any]] = []  # nodes only the allocated claims' selectors rule out
         try:
-            best = await self._search(pod, demand, to_allocate, fixed, explanation, only_node, cancelled,
-                                      extended, na, ruled_out)
+            best = await NodeSearch(self, pod, demand, to_allocate, fixed, explanation, only_node, cancelled,
+                                    extended, na, ruled_out).run()
         except AllocationError as err:
             explanation.error = describe_error(err)
             return Unschedulable(explanation, to_allocate)
@@ -226,146 +215,3 @@ class Decider:
         1.37), or None."""
         return extended_demand(pod, demand.requests, self.state.classes_by_name(),
                                lambda index, value: self.state.claims.by_index(index, value))
-
-    def _allocator(self) -> Allocator:
-        state = self.state
-        return Allocator(state.classes_by_name(), state.slices, state.assume.state, self.features,
-                         cel_cache=self.cel_cache)
-
-    def _budget(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> SearchBudget:
-        return SearchBudget(max_steps=self.search_steps or None, deadline=deadline, cancelled=cancelled,
-                            clock=self.monotonic)
-
-    def _exhausted(self, exc: SearchBudgetExhausted, explanation: PodExplanation) -> bool:
-        """Count a search that ran out of budget; True when the whole decision must stop."""
-        explanation.budget_exhausted = True
-        if exc.reason == "steps":
-            explanation.node_reasons[f"search budget exhausted after {exc.steps} steps"] += 1
-            return False
-        why = (f"filter timeout {self.filter_timeout:g}s" if exc.reason == "deadline"
-               else "pod changed or went away")
-        explanation.node_reasons[f"search budget exhausted after {exc.steps} steps ({why})"] += 1
-        return True
-
-    async def _search(self, pod: Mapping[str, Any], demand: PodDemand, to_allocate: list[Mapping[str, Any]],
-                      fixed: list[Any], explanation: PodExplanation, only_node: str | None,
-                      cancelled: Callable[[], bool] | None,
-                      extended: ExtendedDemand | None = None,
-                      na: NodeAllocatableCheck | None = None,
-                      ruled_out: list[Mapping[str, Any]] | None = None) -> Candidate | None:
-        state = self.state
-        allocator = self._allocator() if to_allocate or extended else None
-        dra_names = extended.mapping if extended else ()
-        deadline = self.monotonic() + self.filter_timeout if self.filter_timeout else None
-        budget = self._budget(deadline, cancelled)
-        last_yield = time.perf_counter()
-        needed: int | None = 0
-        for claim in to_allocate:
-            n = min_devices(claim)
-            needed = None if n is None or needed is None else needed + n
-        names = [only_node] if only_node else state.node_names()
-        explanation.nodes_total = len(names)
-        feasible: list[Candidate] = []
-        skipped: list[tuple[int, Mapping[str, Any]]] = []  # (free, node) skipped by the device count
-        start = 0 if only_node else self._next_start % max(1, len(names))
-        looked = 0
-        for i in range(len(names)):
-            looked = i + 1
-            name = names[(start + i) % len(names)]
-            node = state.nodes.get(name) or ({"metadata": {"name": name}} if only_node else None)
-            if node is None:
-                continue
-            reason = None if only_node else node_filter_reason(node, pod)
-            if reason:
-                explanation.node_reasons[reason] += 1
-                continue
-            if not only_node and self._does_not_fit(node, demand, explanation, dra_names):
-                continue  # before the claims' selectors, as NodeResourcesFit runs before DynamicResources
-            reason = claim_selector_reason(node, fixed)
-            if reason:
-                if ruled_out is not None:
-                    ruled_out.append(node)
-                explanation.node_reasons[reason] += 1
-                continue
-            free, total, shared = self._free_devices(name)
-            claims, node_needed = to_allocate, needed
-            ext = extended.for_node(node, state.usage.allocatable(node).resources) if extended else None
-            if ext is not None:
-                claims = [*to_allocate, ext.claim]
-                node_needed = None if needed is None else needed + (min_devices(ext.claim) or 0)
-            if allocator is None or not claims:
-                admit(feasible, Candidate(node, [], free, total), na, explanation)
-            elif node_needed is not None and not shared and free < node_needed:
-                skipped.append((free, node))
-            else:
-                try:
-                    outcome = allocator.allocate(node, claims, budget=budget)
-                except SearchBudgetExhausted as exc:
-                    if self._exhausted(exc, explanation):
-                        break
-                else:
-                    if outcome.fits:
-                        admit(feasible, Candidate(node, outcome.results, free, total), na, explanation)
-                    else:
-                        explanation.consider(outcome.explanation)
-            if len(feasible) >= self.nodes_to_find:
-                break
-            if time.perf_counter() - last_yield >= YIELD_EVERY:
-                await asyncio.sleep(0)  # let the event loop run (health, leases, informers, writes)
-                last_yield = time.perf_counter()
-                if allocator is not None:
-                    allocator = self._allocator()
-        if not only_node:
-            self._next_start = start + looked
-        if feasible:
-            return self._best(feasible, to_allocate)
-        if skipped and allocator is not None:
-            # Explain with the device funnel of the skipped node that had the most free devices.
-            explanation.no_fit += len(skipped) - 1
-            most_free, best_node = max(skipped, key=lambda s: s[0])
-            ext = extended.for_node(best_node, state.usage.allocatable(best_node).resources) \
-                if extended else None
-            try:
-                outcome = allocator.allocate(best_node, [*to_allocate, *([ext.claim] if ext else [])],
-                                             budget=budget)
-            except SearchBudgetExhausted as exc:
-                self._exhausted(exc, explanation)
-                return None
-            if outcome.fits:  # cannot happen (the count is a lower bound), but never lose a placement
-                return Candidate(best_node, outcome.results, most_free, most_free)
-            explanation.consider(outcome.explanation)
-        return None
-
-    def _best(self, feasible: list[Candidate], to_allocate: list[Mapping[str, Any]]) -> Candidate:
-        """The feasible node that serves the pod's ``firstAvailable`` requests best (upstream's
-        DynamicResources Score, :func:`~.core.subrequest_score`), then the scorer's choice; ties go to
-        the node found first."""
-        ranked = (self.features is None or self.features.prioritized_list) and any(
-            r.get("firstAvailable") for c in to_allocate
-            for r in ((c.get("spec") or {}).get("devices") or {}).get("requests") or ())
-        n = len(to_allocate)
-
-        def key(c: Candidate) -> tuple[float, float]:
-            first = subrequest_score(to_allocate, c.allocations[:n]) if ranked else 0
-            return (first, self.scorer.score(c))
-
-        best, best_key = feasible[0], key(feasible[0])
-        for c in feasible[1:]:
-            k = key(c)
-            if k > best_key:
-                best, best_key = c, k
-        return best
-
-    def _does_not_fit(self, node: Mapping[str, Any], demand: PodDemand,
-                      explanation: PodExplanation, dra_names: Mapping[str, str] | tuple[()] = ()) -> bool:
-        """NodeResourcesFit + NodePorts; every reason is counted, as kube-scheduler does."""
-        reasons = self.state.usage.fit_reasons(node, demand, dra_names)
-        for reason in reasons:
-            explanation.node_reasons[reason] += 1
-        return bool(reasons)
-
-    def _free_devices(self, node_name: str) -> tuple[int, int, bool]:
-        """(free, total) devices of the node's own slices and whether shared slices also serve it.
-        Kept incrementally (:mod:`.device_counts`); every generation counts, an over-count that is
-        safe for skipping (a lower bound on need)."""
-        return self.state.device_counts.free_devices(node_name)
