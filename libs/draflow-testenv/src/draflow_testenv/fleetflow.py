@@ -28,7 +28,7 @@ from draflow_runtime.kube import (
 from draflow_testenv.natssecure import USERS, SecureNats, env_prefix
 from draflow_testenv.servers import free_port
 
-from .wait import eventually
+from .wait import eventually, gone
 
 DRIVER = "gpu.draflow.example"
 WAIT = 120.0  # generous: a shared 2-core machine
@@ -71,14 +71,7 @@ class ServiceFlow:
 
     async def wait_gone(self, resource: Any, name: str, what: str) -> None:
         """Until the object ``name`` of ``resource`` in the flow's namespace is gone from the API server."""
-        async def gone() -> bool:
-            try:
-                await self.kube.get(resource, name, namespace=self.ns)
-            except NotFound:
-                return True
-            return False
-
-        await self.until(gone, what)
+        await self.until(gone(self.kube, resource, name, self.ns), what)
 
     async def wait_claim_gone(self, name: str, what: str) -> None:
         """Until the ResourceClaim ``name`` of the flow's namespace is gone from the API server."""

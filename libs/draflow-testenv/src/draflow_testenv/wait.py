@@ -10,6 +10,7 @@
 - ``quiesce(probe, quiet, timeout)``: until what ``probe`` returns (a snapshot: resourceVersions, a counter,
   a list of messages) has not changed for ``quiet`` seconds; returns that settled snapshot. Fails when
   writes keep coming past ``timeout``. ``resource_versions`` makes such a probe for objects of one kind.
+- ``gone(kube, resource, name)``: a check for ``eventually``: the object is gone from the API server.
 
 A check or probe may be a plain function or a coroutine function. A check "holds" when it returns something
 truthy; an ``AssertionError`` it raises counts as "does not hold" (so a check may be a block of asserts).
@@ -22,6 +23,8 @@ import inspect
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
+
+from draflow_runtime.errors import NotFound
 
 Check = Callable[[], Any]  # returns a value or an awaitable of one
 
@@ -143,3 +146,17 @@ def resource_versions(
         return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in listed["items"]}
 
     return probe
+
+
+def gone(kube: Any, resource: Any, name: str, namespace: str | None = None) -> Callable[[], Awaitable[bool]]:
+    """A check for ``eventually``: the object ``name`` of ``resource`` (a ``draflow_runtime.kube`` resource)
+    in ``namespace`` is gone from the API server (a GET answers NotFound)."""
+
+    async def check() -> bool:
+        try:
+            await kube.get(resource, name, namespace=namespace)
+        except NotFound:
+            return True
+        return False
+
+    return check

@@ -19,6 +19,7 @@ from draflow_runtime.kube import (
     DEVICE_TAINT_RULES,
     EVENTS,
     NODES,
+    POD_GROUPS,
     PODS,
     RESOURCE_CLAIM_TEMPLATES,
     RESOURCE_CLAIMS,
@@ -26,7 +27,7 @@ from draflow_runtime.kube import (
     KubeClient,
 )
 from draflow_testenv.identity import ServiceIdentity
-from draflow_testenv.wait import eventually
+from draflow_testenv.wait import eventually, gone
 from structured_allocator.binder import Hooks
 from structured_allocator.explain_http import ExplanationStore
 from structured_allocator.scheduler import Scheduler
@@ -38,6 +39,12 @@ DEFAULT_ALLOCATABLE = {"pods": "110", "cpu": "64", "memory": "256Gi", "ephemeral
 def devices_of(claim: dict[str, Any]) -> list[str]:
     results = ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results") or []
     return [f"{r['driver']}/{r['pool']}/{r['device']}" for r in results]
+
+
+def group_ref(group: dict[str, Any]) -> dict[str, str]:
+    """The entry a PodGroup has in a claim's ``reservedFor``."""
+    return {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": group["metadata"]["name"],
+            "uid": group["metadata"]["uid"]}
 
 
 @dataclass
@@ -134,14 +141,27 @@ class Kit:
         self.cluster_objects.append((RESOURCE_SLICES, name))
         return name
 
-    async def device_class_(self, name: str | None = None, *expressions: str) -> str:
+    async def device_class_(self, name: str | None = None, *expressions: str,
+                            extended_resource: str | None = None) -> str:
+        """A DeviceClass of this driver's devices (``name`` or :attr:`device_class`), with more CEL
+        ``expressions`` and an ``extendedResourceName`` when given."""
         name = name or self.device_class
         selectors = [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]
         selectors += [{"cel": {"expression": e}} for e in expressions]
+        spec: dict[str, Any] = {"selectors": selectors}
+        if extended_resource:
+            spec["extendedResourceName"] = extended_resource
         await self.kube.create(DEVICE_CLASSES, {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
-                                                "metadata": {"name": name}, "spec": {"selectors": selectors}})
+                                                "metadata": {"name": name}, "spec": spec})
         self.cluster_objects.append((DEVICE_CLASSES, name))
         return name
+
+    async def extended_class(self) -> str:
+        """The device class :attr:`device_class` (this driver's devices) with an ``extendedResourceName``;
+        returns that name."""
+        resource = f"{self.suffix}.draflow.example/gpu"
+        await self.device_class_(extended_resource=resource)
+        return resource
 
     async def taint_rule(self, name: str, taint: dict[str, Any], **selector: str) -> str:
         """A DeviceTaintRule (resource.k8s.io/v1) tainting the devices ``selector`` picks."""
@@ -174,6 +194,33 @@ class Kit:
         return await self.kube.create(RESOURCE_CLAIMS, {
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"name": name},
             "spec": self.claim_spec(**kw)}, self.namespace)
+
+    async def pod_group(self, name: str, policy: dict[str, Any],
+                        claims: list[dict[str, str]] | None = None) -> dict[str, Any]:
+        """A PodGroup (scheduling.k8s.io/v1beta1); ``claims``: its ``resourceClaims``."""
+        spec: dict[str, Any] = {"schedulingPolicy": policy}
+        if claims:
+            spec["resourceClaims"] = claims
+        return await self.kube.create(POD_GROUPS, {
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": name},
+            "spec": spec}, self.namespace)
+
+    async def group_sharing_a_claim(self, devices: int) -> tuple[str, dict[str, str]]:
+        """Node ``n`` with ``devices`` devices, the device class, the claim ``shared`` and the PodGroup
+        ``workers`` (basic policy) that lists it as ``gpu``: -> (the node, the group's ``reservedFor``
+        entry). Its members: :meth:`worker`."""
+        node = await self.node("n")
+        await self.slice(node, devices)
+        await self.device_class_()
+        await self.claim("shared")
+        group = await self.pod_group("workers", {"basic": {}},
+                                     [{"name": "gpu", "resourceClaimName": "shared"}])
+        return node, group_ref(group)
+
+    async def worker(self, name: str) -> dict[str, Any]:
+        """A pod of the PodGroup ``workers`` using its claim ``shared`` (:meth:`group_sharing_a_claim`)."""
+        return await self.pod(name, {"gpu": {"resourceClaimName": "shared"}},
+                              schedulingGroup={"podGroupName": "workers"})
 
     async def pod(self, name: str, claims: dict[str, dict[str, str]], *,
                   requests: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -216,6 +263,11 @@ class Kit:
             return await self.kube.get(res, name, self.namespace)
         except NotFound:
             return None
+
+    async def wait_gone(self, res: Any, name: str, what: str = "",
+                        timeout: float = 30.0) -> None:  # noqa: ASYNC109
+        """Until the object ``name`` of ``res`` in the test's namespace is gone from the API server."""
+        await eventually(gone(self.kube, res, name, self.namespace), timeout, what or f"{name} gone")
 
     async def claim_of(self, pod_name: str) -> dict[str, Any]:
         pod = await self.kube.get(PODS, pod_name, self.namespace)

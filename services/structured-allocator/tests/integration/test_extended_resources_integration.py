@@ -10,25 +10,14 @@ import asyncio
 from typing import Any
 
 import pytest
-from sa_kit import Kit, devices_of, eventually
+from sa_kit import Kit, devices_of
 
-from draflow_runtime.errors import NotFound
-from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS
 from structured_allocator.binder import Hooks, PodPlan
 
 pytestmark = pytest.mark.integration
 
 ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-
-
-async def _extended_class(kit: Kit) -> str:
-    resource = f"{kit.suffix}.draflow.example/gpu"
-    await kit.kube.create(DEVICE_CLASSES, {
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": kit.device_class},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{kit.driver}"'}}],
-                 "extendedResourceName": resource}})
-    kit.cluster_objects.append((DEVICE_CLASSES, kit.device_class))
-    return resource
 
 
 async def _pod(kit: Kit, name: str, pin: str, limits: dict[str, str]) -> dict[str, Any]:
@@ -39,6 +28,15 @@ async def _pod(kit: Kit, name: str, pin: str, limits: dict[str, str]) -> dict[st
                                  "resources": {"limits": limits}}]}}, kit.namespace)
 
 
+async def _dra_node(kit: Kit) -> tuple[str, str]:
+    """The extended resource's device class and a node ``pin=dra`` with two devices: -> (the resource
+    name, the node)."""
+    resource = await kit.extended_class()
+    node = await kit.node("dra", labels={"pin": "dra"})
+    await kit.slice(node, 2)
+    return resource, node
+
+
 async def _special_claims(kit: Kit, pod_uid: str) -> list[dict[str, Any]]:
     items = (await kit.kube.list(RESOURCE_CLAIMS, kit.namespace)).get("items") or []
     return [c for c in items if (c["metadata"].get("annotations") or {}).get(ANNOTATION) == "true"
@@ -46,7 +44,7 @@ async def _special_claims(kit: Kit, pod_uid: str) -> list[dict[str, Any]]:
 
 
 async def test_dra_serves_extended_resources_where_no_device_plugin_does(kit: Kit) -> None:
-    resource = await _extended_class(kit)
+    resource = await kit.extended_class()
     plugin = await kit.node("plugin", labels={"pin": "plugin"},
                             allocatable={"pods": "10", "cpu": "8", "memory": "8Gi", resource: "4"})
     dra = await kit.node("dra", labels={"pin": "dra"})
@@ -81,9 +79,7 @@ async def test_dra_serves_extended_resources_where_no_device_plugin_does(kit: Ki
 async def test_a_special_claim_left_from_an_earlier_attempt_is_deleted_and_the_pod_placed_afresh(
     kit: Kit,
 ) -> None:
-    resource = await _extended_class(kit)
-    node = await kit.node("dra", labels={"pin": "dra"})
-    await kit.slice(node, 2)
+    resource, node = await _dra_node(kit)
     pod = await _pod(kit, "retried", "dra", {f"deviceclass.resource.kubernetes.io/{kit.device_class}": "1"})
     uid = pod["metadata"]["uid"]
     # What a crash after creating the claim leaves behind (its requests need not fit any more).
@@ -99,33 +95,16 @@ async def test_a_special_claim_left_from_an_earlier_attempt_is_deleted_and_the_p
 
     assert await kit.wait_bound("retried", timeout=60) == node
 
-    async def stale_gone() -> bool:
-        try:
-            await kit.kube.get(RESOURCE_CLAIMS, stale["metadata"]["name"], kit.namespace)
-        except NotFound:
-            return True
-        return False
-
-    await eventually(stale_gone, what="the stale claim deleted")
+    await kit.wait_gone(RESOURCE_CLAIMS, stale["metadata"]["name"], "the stale claim deleted")
     (claim,) = await _special_claims(kit, uid)
     assert claim["metadata"]["name"] != stale["metadata"]["name"]
     assert len(devices_of(claim)) == 1
 
 
-async def _gone(kit: Kit, name: str) -> bool:
-    try:
-        await kit.kube.get(RESOURCE_CLAIMS, name, kit.namespace)
-    except NotFound:
-        return True
-    return False
-
-
 async def test_a_failed_placement_deletes_the_claim_it_created_and_the_retry_makes_a_new_one(
     kit: Kit,
 ) -> None:
-    resource = await _extended_class(kit)
-    node = await kit.node("dra", labels={"pin": "dra"})
-    await kit.slice(node, 2)
+    resource, node = await _dra_node(kit)
     created: list[str] = []
 
     async def fail_once(plan: PodPlan) -> None:
@@ -137,7 +116,7 @@ async def test_a_failed_placement_deletes_the_claim_it_created_and_the_retry_mak
     pod = await _pod(kit, "flaky", "dra", {resource: "2"})
     assert await kit.wait_bound("flaky", timeout=60) == node
     assert len(created) == 1
-    await eventually(lambda: _gone(kit, created[0]), what="the claim of the failed placement deleted")
+    await kit.wait_gone(RESOURCE_CLAIMS, created[0], "the claim of the failed placement deleted")
     (claim,) = await _special_claims(kit, pod["metadata"]["uid"])
     assert claim["metadata"]["name"] != created[0] and len(devices_of(claim)) == 2  # both devices again
     status = (await kit.kube.get(PODS, "flaky", kit.namespace))["status"]["extendedResourceClaimStatus"]
@@ -145,9 +124,7 @@ async def test_a_failed_placement_deletes_the_claim_it_created_and_the_retry_mak
 
 
 async def test_a_crash_after_the_claim_was_written_leaves_no_device_held_twice(kit: Kit) -> None:
-    resource = await _extended_class(kit)
-    node = await kit.node("dra", labels={"pin": "dra"})
-    await kit.slice(node, 2)
+    resource, node = await _dra_node(kit)
     crashed = asyncio.Event()
 
     async def crash(plan: PodPlan) -> None:
@@ -164,13 +141,13 @@ async def test_a_crash_after_the_claim_was_written_leaves_no_device_held_twice(k
 
     await kit.start()
     assert await kit.wait_bound("p0", timeout=60) == node
-    await eventually(lambda: _gone(kit, left["metadata"]["name"]), what="the leftover claim deleted")
+    await kit.wait_gone(RESOURCE_CLAIMS, left["metadata"]["name"], "the leftover claim deleted")
     (claim,) = await _special_claims(kit, pod["metadata"]["uid"])
     assert sorted(devices_of(claim)) == sorted(devices_of(left))
 
 
 async def test_a_pod_with_a_claim_and_extended_resources_gets_both_on_one_node(kit: Kit) -> None:
-    resource = await _extended_class(kit)
+    resource = await kit.extended_class()
     await kit.node("other", labels={"pin": "other"})  # no devices: the pod cannot go there
     node = await kit.node("dra", labels={"pin": "dra"})
     await kit.slice(node, 3)

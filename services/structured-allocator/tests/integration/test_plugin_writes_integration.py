@@ -15,7 +15,7 @@ from sa_kit import Kit, eventually
 
 from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER as FINALIZER
 from draflow_runtime.errors import ApiError
-from draflow_runtime.kube import DEVICE_CLASSES, POD_GROUPS, PODS, RESOURCE_CLAIMS, Resource
+from draflow_runtime.kube import PODS, RESOURCE_CLAIMS, Resource
 from structured_allocator import nodealloc_plan as na_plan
 from structured_allocator.binder import Binder, ClaimPlan, Hooks, PodPlan
 
@@ -133,41 +133,22 @@ async def test_bind_failure_takes_the_pod_out_of_reserved_for_and_keeps_the_allo
 
 
 async def test_bind_podgroup_failure_keeps_the_podgroups_reservation(kit: Kit) -> None:
-    node = await kit.node("n")
-    await kit.slice(node, 1)
-    await kit.device_class_()
-    await kit.claim("shared")
-    group = await kit.kube.create(POD_GROUPS, {
-        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "workers"},
-        "spec": {"schedulingPolicy": {"basic": {}},
-                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]}}, kit.namespace)
-    group_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "workers",
-                 "uid": group["metadata"]["uid"]}
+    node, ref = await kit.group_sharing_a_claim(1)
     await kit.start(hooks=_delete_pod_before_binding(kit, "w-1"))
-    member = {"schedulingGroup": {"podGroupName": "workers"}}
-    await kit.pod("w-0", {"gpu": {"resourceClaimName": "shared"}}, **member)
+    await kit.worker("w-0")
     assert await kit.wait_bound("w-0") == node
     before = await kit.kube.get(RESOURCE_CLAIMS, "shared", kit.namespace)
-    await kit.pod("w-1", {"gpu": {"resourceClaimName": "shared"}}, **member)
-    await eventually(lambda: _gone(kit, "w-1"), what="w-1 deleted before its binding")
+    await kit.worker("w-1")
+    await kit.wait_gone(PODS, "w-1", "w-1 deleted before its binding")
     claim = await kit.kube.get(RESOURCE_CLAIMS, "shared", kit.namespace)
-    assert claim["status"]["reservedFor"] == [group_ref]
+    assert claim["status"]["reservedFor"] == [ref]
     assert claim["status"]["allocation"] == before["status"]["allocation"]
-
-
-async def _gone(kit: Kit, pod: str) -> bool:
-    return await kit.get(PODS, pod) is None
 
 
 async def test_extended_resource_name_claim_creation_failure(kit: Kit) -> None:
     """The API server refuses to create the special claim (a ResourceQuota allows none): the pod is not
     bound, no claim is left, and it is placed once the quota is gone."""
-    resource = f"{kit.suffix}.draflow.example/gpu"
-    await kit.kube.create(DEVICE_CLASSES, {
-        "apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": kit.device_class},
-        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{kit.driver}"'}}],
-                 "extendedResourceName": resource}})
-    kit.cluster_objects.append((DEVICE_CLASSES, kit.device_class))
+    resource = await kit.extended_class()
     node = await kit.node("n")
     await kit.slice(node, 1)
     hard = {"count/resourceclaims.resource.k8s.io": "0"}
@@ -213,7 +194,7 @@ async def test_patch_and_clear_node_allocatable_resource_claim_status(kit: Kit) 
     got = (await kit.kube.get(PODS, "p", kit.namespace))["status"]
     assert not got.get("nodeAllocatableResourceClaimStatuses")
     await kit.kube.delete(PODS, "p", kit.namespace)
-    await eventually(lambda: _gone(kit, "p"), what="pod p gone")
+    await kit.wait_gone(PODS, "p", "pod p gone")
     with pytest.raises(ApiError):
         await na_plan.record(kit.identity.kube, "test-plugin-writes", pod, statuses)
 

@@ -12,34 +12,24 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sa_kit import Kit
+from sa_kit import Kit, group_ref
 
-from draflow_runtime.kube import EVENTS, POD_GROUPS, PODS, RESOURCE_CLAIMS
+from draflow_runtime.kube import EVENTS, PODS, RESOURCE_CLAIMS
 from draflow_testenv.wait import eventually
 
 pytestmark = pytest.mark.integration
 
 
 async def test_members_share_a_claim_reserved_once_for_their_podgroup(kit: Kit) -> None:
-    node = await kit.node("n")
-    await kit.slice(node, 2)
-    await kit.device_class_()
-    await kit.claim("shared")
-    group = await kit.kube.create(POD_GROUPS, {
-        "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup", "metadata": {"name": "workers"},
-        "spec": {"schedulingPolicy": {"basic": {}},
-                 "resourceClaims": [{"name": "gpu", "resourceClaimName": "shared"}]}}, kit.namespace)
-    group_ref = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "workers",
-                 "uid": group["metadata"]["uid"]}
+    node, ref = await kit.group_sharing_a_claim(2)
     await kit.start()
-    member = {"schedulingGroup": {"podGroupName": "workers"}}
-    await kit.pod("w-0", {"gpu": {"resourceClaimName": "shared"}}, **member)
+    await kit.worker("w-0")
     assert await kit.wait_bound("w-0") == node
     claim = await kit.get(RESOURCE_CLAIMS, "shared") or {}
-    assert claim["status"]["reservedFor"] == [group_ref]
+    assert claim["status"]["reservedFor"] == [ref]
     version = claim["metadata"]["resourceVersion"]
 
-    await kit.pod("w-1", {"gpu": {"resourceClaimName": "shared"}}, **member)
+    await kit.worker("w-1")
     assert await kit.wait_bound("w-1") == node
     claim = await kit.get(RESOURCE_CLAIMS, "shared") or {}
     assert claim["metadata"]["resourceVersion"] == version  # nothing to write for the second member
@@ -53,16 +43,7 @@ async def test_members_share_a_claim_reserved_once_for_their_podgroup(kit: Kit) 
 
     reserved = await eventually(both, what="the PodGroup and the solo pod reserved")
     solo_ref = {"resource": "pods", "name": "solo", "uid": solo["metadata"]["uid"]}
-    assert sorted(reserved, key=lambda r: r["uid"]) == sorted([group_ref, solo_ref], key=lambda r: r["uid"])
-
-
-async def _group(kit: Kit, name: str, policy: dict[str, Any],
-                 claims: list[dict[str, str]] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"schedulingPolicy": policy}
-    if claims:
-        spec["resourceClaims"] = claims
-    return await kit.kube.create(POD_GROUPS, {"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                                              "metadata": {"name": name}, "spec": spec}, kit.namespace)
+    assert sorted(reserved, key=lambda r: r["uid"]) == sorted([ref, solo_ref], key=lambda r: r["uid"])
 
 
 async def _allocated(kit: Kit, name: str) -> bool:
@@ -73,8 +54,8 @@ async def test_a_gang_that_cannot_be_placed_whole_holds_nothing_and_the_next_gan
     node = await kit.node("n", labels={"gang-test": kit.suffix})
     await kit.slice(node, 2)
     await kit.device_class_()
-    await _group(kit, "big", {"gang": {"minCount": 3}})
-    await _group(kit, "small", {"gang": {"minCount": 2}})
+    await kit.pod_group("big", {"gang": {"minCount": 3}})
+    await kit.pod_group("small", {"gang": {"minCount": 2}})
     await kit.start()
     pin = {"nodeSelector": {"gang-test": kit.suffix}}
     for i in range(3):  # three pods of one device each, two devices: the gang cannot start
@@ -104,8 +85,8 @@ async def test_a_groups_claim_stuck_on_a_node_the_group_cannot_use_is_given_back
         await kit.slice(node, 1)
     await kit.device_class_()
     await kit.claim("shared")
-    group = await _group(kit, "trainers", {"basic": {}}, [{"name": "gpu", "resourceClaimName": "shared"}])
-    await _group(kit, "others", {"basic": {}})
+    group = await kit.pod_group("trainers", {"basic": {}}, [{"name": "gpu", "resourceClaimName": "shared"}])
+    await kit.pod_group("others", {"basic": {}})
     await kit.start()
     member = {"schedulingGroup": {"podGroupName": "trainers"}}
     await kit.pod("t-0", {"gpu": {"resourceClaimName": "shared"}},
@@ -121,8 +102,7 @@ async def test_a_groups_claim_stuck_on_a_node_the_group_cannot_use_is_given_back
     assert await kit.wait_bound("t-1", timeout=60) == b  # before: unschedulable for ever
     assert await kit.wait_bound("o-0", timeout=60) == a
     claim = await kit.get(RESOURCE_CLAIMS, "shared") or {}
-    assert claim["status"]["reservedFor"] == [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
-                                               "name": "trainers", "uid": group["metadata"]["uid"]}]
+    assert claim["status"]["reservedFor"] == [group_ref(group)]
     assert b in str(claim["status"]["allocation"]["nodeSelector"])
 
     async def given_back() -> str | None:
@@ -144,7 +124,7 @@ async def test_a_gang_waits_for_min_count_pods_and_its_podgroup_then_places_in_o
         await kit.claim(f"crew-{i}")
     await kit.pod("crew-0", {"gpu": {"resourceClaimName": "crew-0"}}, **pin)  # no PodGroup yet: waits
     await kit.pod("crew-1", {"gpu": {"resourceClaimName": "crew-1"}}, **pin)
-    await _group(kit, "crew", {"gang": {"minCount": 3}})  # two pods of three: still waits
+    await kit.pod_group("crew", {"gang": {"minCount": 3}})  # two pods of three: still waits
     await kit.claim("control")
     await kit.pod("control", {"gpu": {"resourceClaimName": "control"}},
                   nodeSelector={"gang-wait": kit.suffix})  # not in the group: placed meanwhile
