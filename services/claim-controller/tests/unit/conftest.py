@@ -1,4 +1,5 @@
-"""Makes ``upstream_map`` importable from the unit tests."""
+"""Makes ``upstream_map`` and ``stub_apiserver`` (the API server as a local HTTP server) importable from
+the unit tests."""
 
 import sys
 from pathlib import Path

@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from aiohttp import web
-from kubernetes.aio.client import ApiClient, Configuration
+from stub_apiserver import answering
 
 from claim_controller.allocator import AllocatorClient
 from claim_controller.context import BY_OWNER_UID, Context, DeletedPods
@@ -23,7 +22,7 @@ from draflow_runtime.dra import pod_claims
 from draflow_runtime.errors import ServerError
 from draflow_runtime.events import EventRecorder
 from draflow_runtime.informer import Informer
-from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS, KubeClient
+from draflow_runtime.kube import PODS, RESOURCE_CLAIM_TEMPLATES, RESOURCE_CLAIMS
 from draflow_runtime.mutationcache import MutationCache
 
 DOWN = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "InternalError",
@@ -36,30 +35,18 @@ GONE = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "No
 async def answers() -> AsyncIterator[tuple[dict[str, Any], Context]]:
     """``(reply, ctx)``: set ``reply["status"]``/``reply["body"]`` for what the API server answers."""
     reply: dict[str, Any] = {"status": 500, "body": DOWN}
-
-    async def handle(request: web.Request) -> web.Response:
-        return web.json_response(reply["body"], status=reply["status"])
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    kube = KubeClient(ApiClient(Configuration(host=f"http://127.0.0.1:{runner.addresses[0][1]}")))
-    ctx = Context(
-        settings=Settings(http_port=0, nats_url=""), kube=kube, pods=Informer(kube, PODS),
-        claims=Informer(kube, RESOURCE_CLAIMS, indexers={BY_OWNER_UID: owner_uid}),
-        templates=Informer(kube, RESOURCE_CLAIM_TEMPLATES),
-        recorder=EventRecorder(kube, "claim-controller"), events=ClaimEvents(None),
-        allocator=AllocatorClient(None, "unused", 1.0), mutations=MutationCache(60.0, index=owner_uid),
-        deleted_pods=DeletedPods(16))
-    try:
-        yield reply, ctx
-    finally:
-        await ctx.recorder.aclose()
-        await kube.close()
-        await runner.cleanup()
+    async with answering(reply) as kube:
+        ctx = Context(
+            settings=Settings(http_port=0, nats_url=""), kube=kube, pods=Informer(kube, PODS),
+            claims=Informer(kube, RESOURCE_CLAIMS, indexers={BY_OWNER_UID: owner_uid}),
+            templates=Informer(kube, RESOURCE_CLAIM_TEMPLATES),
+            recorder=EventRecorder(kube, "claim-controller"), events=ClaimEvents(None),
+            allocator=AllocatorClient(None, "unused", 1.0), mutations=MutationCache(60.0, index=owner_uid),
+            deleted_pods=DeletedPods(16))
+        try:
+            yield reply, ctx
+        finally:
+            await ctx.recorder.aclose()
 
 
 POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "uidpod1"},

@@ -10,32 +10,19 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 import structlog
-from aiohttp import web
-from kubernetes.aio.client import ApiClient, Configuration
+from stub_apiserver import answering
 
 from claim_controller.__main__ import served_settings
 from claim_controller.settings import Settings
 from draflow_runtime.kube import KubeClient
 
+NOT_FOUND = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "NotFound", "code": 404}
+
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def nothing_served() -> AsyncIterator[KubeClient]:
-    async def handle(request: web.Request) -> web.Response:
-        return web.json_response({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                  "reason": "NotFound", "code": 404}, status=404)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handle)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    kube = KubeClient(ApiClient(Configuration(host=f"http://127.0.0.1:{runner.addresses[0][1]}")))
-    try:
+    async with answering({"status": 404, "body": NOT_FOUND}) as kube:
         yield kube
-    finally:
-        await kube.close()
-        await runner.cleanup()
 
 
 @pytest.mark.parametrize(("gates", "named"), [
