@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from draflow_runtime.errors import AlreadyExists, NotFound
 from draflow_runtime.journal import read_records
@@ -36,6 +37,7 @@ SHARDS = 4
 REPLICAS = {SHARDED: ("a", "b", "c")}  # the others: ("a", "b")
 REPLICATED = (*LEADER_ELECTED, SHARDED)
 LEASE_NAMESPACE = "draflow-system"
+T = TypeVar("T")
 
 
 @dataclass
@@ -170,13 +172,12 @@ async def snapshot(kube: KubeClient, namespace: str, fleet: Path | None, nodes: 
     return Snapshot(pods, claims, slices, files, pod_groups=groups, extended_names=extended_names)
 
 
-async def retry(call, attempts: int = 60):  # type: ignore[no-untyped-def]
-    """``call()`` until it does not raise (the API server may be coming back), at most ``attempts`` s."""
-    for i in range(attempts):
+async def retry(call: Callable[[], Awaitable[T]], attempts: int = 60) -> T:
+    """``call()`` until it does not raise (the API server may be coming back): ``attempts`` calls at most
+    (at least one), a second apart; the last one's error goes up."""
+    for _ in range(attempts - 1):
         try:
             return await call()
         except Exception:
-            if i == attempts - 1:
-                raise
             await asyncio.sleep(1)
-    return None
+    return await call()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, cast
@@ -53,9 +54,10 @@ async def shard_holder_killed(ctx: Ctx) -> None:
     victim, shards = await eventually(most, 90, f"every {SHARDED} shard held", interval=0.5)
     await ctx.stack.kill(victim)
     t0 = time.monotonic()
-    assert ctx.churn is not None
+    churn = ctx.churn
+    assert churn is not None
     ns = ctx.namespace
-    pods = [await retry(lambda: ctx.churn.add_probe(lambda n: shard_of(f"{ns}/{n}", SHARDS) in shards))  # type: ignore[union-attr]
+    pods = [await retry(lambda: churn.add_probe(lambda n: shard_of(f"{ns}/{n}", SHARDS) in shards))
             for _ in range(BURST)]
     made = time.monotonic() - t0
     await eventually(lambda: all_shards_held(ctx), 120, f"the other {SHARDED} replicas hold every shard",
@@ -69,7 +71,7 @@ async def shard_holder_killed(ctx: Ctx) -> None:
     ctx.note(f"{victim} held shards {shards}: taken over {taken:.1f}s after the kill; {len(pods)} pods made "
              f"in them {made:.1f}s after it had their claims after {time.monotonic() - t0:.1f}s")
     for pod in pods:
-        await retry(lambda p=pod: ctx.churn.remove_probe(p))  # type: ignore[union-attr,misc]
+        await retry(functools.partial(churn.remove_probe, pod))
     await ctx.stack.restart(victim)
     t1 = time.monotonic()
 
