@@ -1,4 +1,5 @@
-"""Makes the chaos invariant tests' builders (``test_chaos_invariants``) importable from the other tests."""
+"""Makes the chaos invariant tests' builders (``test_chaos_invariants``) and ``readme_kit`` (what
+``test_readme_examples`` checks the README with) importable from the tests."""
 
 import sys
 from pathlib import Path
