@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -155,24 +156,30 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
             services = {procs[s["processID"]]["serviceName"] for s in doc.get("spans") or ()}
             seen[claim["metadata"]["name"]] = (services, [f"{r.service} {r.name}" for r in build_tree(doc)])
 
+        async def wrong_traces(of: list[dict[str, Any]], rows: dict[str, set[str]],
+                               rule: Callable[[set[str], list[str], set[str]], bool],
+                               what: str) -> dict[str, Any]:
+            """Poll the traces of the claims ``of`` until none breaks ``rule`` against ``rows`` (the
+            README's row of each claim) or 90 s are over; -> those that still break it."""
+            def wrong() -> dict[str, Any]:
+                return {n: (sorted(s), roots) for n, (s, roots) in seen.items() if rule(s, roots, rows[n])}
+
+            async def every_claim_traced() -> bool:
+                for c in of:
+                    await traced(c)
+                return not wrong()
+
+            with contextlib.suppress(AssertionError):  # the caller's assertion names the claims
+                await eventually(every_claim_traced, 90, what, interval=2.0)
+            return wrong()
+
         # Every claim of the demo is allocated and has one trace in Jaeger with exactly the services of
         # its README row, four or more.
         demo = await claims()
         assert [c["metadata"]["name"] for c in demo if not (c.get("status") or {}).get("allocation")] == []
         want = {c["metadata"]["name"]: row_of(demo_rows, demo_name(c)) for c in demo}
-
-        def demo_wrong() -> dict[str, Any]:
-            return {n: (sorted(s), roots) for n, (s, roots) in seen.items()
-                    if demo_trace_wrong(s, roots, want[n])}
-
-        async def every_demo_claim_traced() -> bool:
-            for c in demo:
-                await traced(c)
-            return not demo_wrong()
-
-        with contextlib.suppress(AssertionError):  # the assertion below names the claims
-            await eventually(every_demo_claim_traced, 90, "traces of the demo's claims", interval=2.0)
-        assert demo_wrong() == {} and len(seen) == len(demo) == 12, seen
+        demo_wrong = await wrong_traces(demo, want, demo_trace_wrong, "traces of the demo's claims")
+        assert demo_wrong == {} and len(seen) == len(demo) == 12, seen
 
         # Try it: the README's commands as printed, the clean-up last.
         commands = try_it_commands()
@@ -184,19 +191,7 @@ async def test_the_readme_examples_work_as_printed_against_the_demo() -> None:
                        if (c["metadata"].get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"]
         seen.clear()
         extra_want = {c["metadata"]["name"]: try_it_rows[demo_name(c)] for c in extras}
-
-        def extras_wrong() -> dict[str, Any]:
-            return {n: (sorted(s), roots) for n, (s, roots) in seen.items()
-                    if trace_wrong(s, roots, extra_want[n])}
-
-        async def every_extra_traced() -> bool:
-            for c in extras:
-                await traced(c)
-            return not extras_wrong()
-
-        with contextlib.suppress(AssertionError):
-            await eventually(every_extra_traced, 90, "traces of the Try it claims", interval=2.0)
-        assert extras_wrong() == {}, seen
+        assert await wrong_traces(extras, extra_want, trace_wrong, "traces of the Try it claims") == {}, seen
 
         # As the README says: the claim-controller's part in the extended resource claim is its clean-up
         # once the pod is gone (the README's `kubectl delete -k`); then the claim's trace has four services.
