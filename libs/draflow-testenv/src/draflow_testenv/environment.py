@@ -194,30 +194,7 @@ class Environment:
     # -- servers ---------------------------------------------------------------------------------------
     def _write_pki(self) -> servers.ApiserverFiles:
         d = self.state_dir / "pki"
-        self._ca = ca = pki.make_ca()
-        # Client certificates come from a CA of their own, which the kubeconfigs do not carry: a client whose
-        # trust store holds the issuer of its own certificate (Python's ssl/OpenSSL) sends that CA along with
-        # it, and kube-apiserver then verifies every request against a bigger chain (pki.py).
-        self._client_ca = client_ca = pki.make_ca(pki.CLIENT_CA_NAME)
-        serving = pki.make_serving_cert(
-            ca, ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-                 "kubernetes.default.svc.cluster.local"], [servers.HOST, "10.96.0.1"])
-        admin = pki.make_client_cert(client_ca, "draflow-admin", ["system:masters"])
-        sa_key, sa_pub = pki.make_signing_key()
-        files = servers.ApiserverFiles(
-            ca_cert=pki.write_private(d / "ca.crt", ca.cert_pem),
-            client_ca_cert=pki.write_private(d / "client-ca.crt", client_ca.cert_pem),
-            serving_cert=pki.write_private(d / "apiserver.crt", serving.cert_pem),
-            serving_key=pki.write_private(d / "apiserver.key", serving.key_pem),
-            sa_key=pki.write_private(d / "sa.key", sa_key),
-            sa_pub=pki.write_private(d / "sa.pub", sa_pub),
-        )
-        pki.write_private(d / "ca.key", ca.key_pem)
-        pki.write_private(d / "client-ca.key", client_ca.key_pem)
-        pki.write_private(d / "admin.crt", admin.cert_pem)
-        pki.write_private(d / "admin.key", admin.key_pem)
-        pki.write_private(self.kubeconfig, pki.kubeconfig(
-            self.apiserver_url, ca.cert_pem, user="draflow-admin", client=admin))
+        files, self._ca, self._client_ca = pki.write_apiserver_pki(d, self.apiserver_url, self.kubeconfig)
         ctx = ssl_context(d / "ca.crt", d / "admin.crt", d / "admin.key")
         self._admin = AdminClient(self.apiserver_url, ctx)
         return files

@@ -24,6 +24,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from draflow_testenv import servers
+
 _VALIDITY = datetime.timedelta(days=365)
 CLIENT_CA_NAME = "draflow-testenv-client-ca"
 
@@ -158,3 +160,34 @@ def kubeconfig(
         "preferences": {},
     }
     return yaml.safe_dump(doc, sort_keys=False).encode()
+
+
+def write_apiserver_pki(d: Path, apiserver_url: str, admin_kubeconfig: Path) -> tuple[
+        servers.ApiserverFiles, KeyPair, KeyPair]:
+    """Every certificate and key of a new environment, written under ``d`` (owner-only files): the CA
+    (``ca.crt``/``ca.key``), the client CA (``client-ca.*``, :data:`CLIENT_CA_NAME`), kube-apiserver's
+    serving certificate, its ServiceAccount signing key, and the admin's client certificate (``admin.*``,
+    ``draflow-admin`` in ``system:masters``) with its kubeconfig at ``admin_kubeconfig``.
+    -> (the files kube-apiserver takes, the CA, the client CA)."""
+    ca = make_ca()
+    client_ca = make_ca(CLIENT_CA_NAME)  # client certificates: a CA the kubeconfigs do not carry (above)
+    serving = make_serving_cert(
+        ca, ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+             "kubernetes.default.svc.cluster.local"], [servers.HOST, "10.96.0.1"])
+    admin = make_client_cert(client_ca, "draflow-admin", ["system:masters"])
+    sa_key, sa_pub = make_signing_key()
+    files = servers.ApiserverFiles(
+        ca_cert=write_private(d / "ca.crt", ca.cert_pem),
+        client_ca_cert=write_private(d / "client-ca.crt", client_ca.cert_pem),
+        serving_cert=write_private(d / "apiserver.crt", serving.cert_pem),
+        serving_key=write_private(d / "apiserver.key", serving.key_pem),
+        sa_key=write_private(d / "sa.key", sa_key),
+        sa_pub=write_private(d / "sa.pub", sa_pub),
+    )
+    write_private(d / "ca.key", ca.key_pem)
+    write_private(d / "client-ca.key", client_ca.key_pem)
+    write_private(d / "admin.crt", admin.cert_pem)
+    write_private(d / "admin.key", admin.key_pem)
+    write_private(admin_kubeconfig,
+                  kubeconfig(apiserver_url, ca.cert_pem, user="draflow-admin", client=admin))
+    return files, ca, client_ca
