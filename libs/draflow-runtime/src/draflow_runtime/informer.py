@@ -26,14 +26,13 @@ import random
 from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
-import structlog
-
 from .errors import ApiError, Gone, TransportError
 from .kube import KubeClient, Resource
+from .log import get_logger
 
 __all__ = ["EventType", "Handler", "Indexer", "Informer", "Transform", "key_of"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 EventType = Literal["add", "update", "delete"]
 Handler = Callable[[EventType, "dict[str, Any] | None", "dict[str, Any] | None"], None]

@@ -32,7 +32,6 @@ from typing import Any
 
 import aiohttp
 import orjson
-import structlog
 from aiohttp.helpers import get_env_proxy_for_url
 from kubernetes.aio.client import ApiClient
 from multidict import CIMultiDict
@@ -40,11 +39,12 @@ from yarl import URL
 
 from . import gojson
 from .errors import TransportError, api_error_from_status
+from .log import get_logger
 from .retry import THROTTLE_RETRIES, Sleep, throttle_retry_wait
 
 __all__ = ["APPLY_CONTENT_TYPE", "Transport"]
 
-log = structlog.get_logger("draflow_runtime.kube")
+log = get_logger("draflow_runtime.kube")
 
 # Server-side apply: the server reads the body as YAML.
 APPLY_CONTENT_TYPE = "application/apply-patch+yaml"

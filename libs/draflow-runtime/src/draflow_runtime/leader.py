@@ -29,12 +29,12 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-import structlog
 from prometheus_client import Gauge
 
 from .errors import AlreadyExists, ApiError, Conflict, NotFound, TransportError
 from .kube import LEASES, KubeClient
 from .leaserecord import ObservedLease
+from .log import get_logger
 from .metrics import registered_collector
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["LEADING", "LeaderElector"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 LEADING = registered_collector(
     Gauge, "leader_election_master_status",

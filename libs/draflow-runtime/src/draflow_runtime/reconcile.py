@@ -36,12 +36,13 @@ import structlog
 from prometheus_client import Counter, Histogram
 
 from .errors import TerminalError
+from .log import get_logger
 from .metrics import registered_collector
 from .workqueue import QueueShutDown, WorkQueue
 
 __all__ = ["Done", "ReconcileResult", "RequeueAfter", "RequeueWithBackoff", "Runner", "TerminalError"]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 RECONCILE_DURATION = registered_collector(
     Histogram,

@@ -38,12 +38,11 @@ import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
 from typing import Any
 
-import structlog
-
 from .errors import ApiError, NotFound, TransportError
 from .kube import LEASES, KubeClient
 from .leader import LeaderElector
 from .leaserecord import Clock, ObservedLease
+from .log import get_logger
 
 __all__ = [
     "ShardCoordinator",
@@ -56,7 +55,7 @@ __all__ = [
     "shard_of",
 ]
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ShardCallback = Callable[[int], Awaitable[Any]]
 
