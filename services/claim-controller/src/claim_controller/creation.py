@@ -10,6 +10,10 @@ a claim asking for admin access outside a namespace labelled for it becomes vali
 labelled) is a Warning ``FailedResourceClaimCreation`` on the owner and an error the runner retries with
 backoff, as upstream. Every attempt is counted in ``resourceclaim_creates_total`` by status, admin access
 and owner (as upstream).
+With ``--create-with-finalizer`` (default) the claim carries the delete-protection finalizer from its
+first version: the allocator, which adds it before it allocates a claim that lacks it, then does not write
+it (one API write less per claim; kube-scheduler skips the same write when it is there). The clean-up
+(``claims.py``) lifts it from a claim that is deleted unallocated, as kube-controller-manager does.
 The created claim goes into the mutation cache (so a retry finds it before the informer does) and is
 announced on NATS (``created``).
 """
@@ -21,7 +25,7 @@ from typing import Any
 
 from opentelemetry.context import Context as OtelContext
 
-from draflow_runtime.dra import PodClaim
+from draflow_runtime.dra import DELETE_PROTECTION_FINALIZER, PodClaim
 from draflow_runtime.errors import ApiError, TransportError
 from draflow_runtime.kube import RESOURCE_CLAIMS
 from draflow_runtime.log import get_logger
@@ -61,7 +65,9 @@ async def create_from_template(
             action="CreatingResourceClaims",
         )
         return None
-    body = claim_body(owner_ref, namespace, pc.name, template)
+    # The allocator's finalizer, set now: it then skips its own write before allocating.
+    finalizers = (DELETE_PROTECTION_FINALIZER,) if ctx.settings.create_with_finalizer else ()
+    body = claim_body(owner_ref, namespace, pc.name, template, finalizers=finalizers)
     body["metadata"]["labels"].update(extra_labels or {})
     with ctx.tracer.start_as_current_span("claim.create", context=OtelContext()) as span:
         span.set_attribute("k8s.namespace.name", namespace)

@@ -9,7 +9,7 @@ has no trailing hyphen (upstream does the same).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from draflow_runtime.kube import RESOURCE_CLAIMS
@@ -51,11 +51,12 @@ def generate_name(pod_name: str, pod_claim_name: str) -> str:
 
 
 def claim_body(owner_ref: Mapping[str, Any], namespace: str, pod_claim_name: str,
-               template: Mapping[str, Any]) -> dict[str, Any]:
+               template: Mapping[str, Any], *, finalizers: Sequence[str] = ()) -> dict[str, Any]:
     """The ResourceClaim generated from ``template`` for ``pod_claim_name`` of the owner ``owner_ref`` (a
     pod or a PodGroup, in ``namespace``; its ``name`` starts the generated name): the template's labels
     and annotations (but :data:`SHARD_LABEL`) plus the pod-claim-name annotation, the owner as the only
-    owner reference, the template's claim spec. A fresh dict."""
+    owner reference, ``finalizers`` (none: no ``metadata.finalizers``, as upstream), the template's claim
+    spec. A fresh dict."""
     tmeta = (template.get("spec") or {}).get("metadata") or {}
     annotations = dict(tmeta.get("annotations") or {})
     annotations[POD_CLAIM_NAME_ANNOTATION] = pod_claim_name
@@ -69,6 +70,7 @@ def claim_body(owner_ref: Mapping[str, Any], namespace: str, pod_claim_name: str
             "labels": labels,
             "annotations": annotations,
             "ownerReferences": [dict(owner_ref)],
+            **({"finalizers": list(finalizers)} if finalizers else {}),
         },
         "spec": (template.get("spec") or {}).get("spec") or {},
     }

@@ -51,6 +51,17 @@ def test_claim_body_copies_the_template_and_names_the_owner() -> None:
     assert template["spec"]["metadata"]["labels"] == {"team": "a"} and owner["name"] == "trainer"
 
 
+def test_claim_body_carries_the_finalizers_it_is_given_and_none_by_default() -> None:
+    """``--create-with-finalizer``: the allocator's delete-protection finalizer from the first version;
+    off, no ``metadata.finalizers`` at all (kube-controller-manager's object)."""
+    template = {"spec": {"spec": {}}}
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "u1", "controller": True}
+    finalizer = "resource.kubernetes.io/delete-protection"
+    protected = claim_body(owner, "ns", "gpu", template, finalizers=(finalizer,))
+    assert protected["metadata"]["finalizers"] == [finalizer]
+    assert "finalizers" not in claim_body(owner, "ns", "gpu", template)["metadata"]
+
+
 @pytest.mark.parametrize("owner", [
     pytest.param({"apiVersion": "v1", "kind": "Pod", "name": "test-pod", "uid": "u1", "controller": True,
                   "blockOwnerDeletion": True}, id="pod"),

@@ -116,6 +116,22 @@ def test_deleted_unallocated_claim_only_loses_its_finalizer() -> None:
     assert (plan.deallocate, plan.release_finalizer) == (False, True)
 
 
+@pytest.mark.parametrize("owner", [pytest.param(pod("owner", "o1"), id="owner-running"),
+                                   pytest.param(UNKNOWN, id="owner-unknown")])
+def test_a_fresh_claim_holding_the_finalizer_before_allocation_keeps_it(owner: Any) -> None:
+    """--create-with-finalizer: a generated claim has it before any allocation; nothing to clean up (releasing
+    it would undo the saved write and cost one more)."""
+    assert plan_claim(claim(allocated=False, owner_uid="o1"), {}, owner).empty
+
+
+def test_a_claim_with_the_finalizer_whose_owner_went_before_allocation_is_deleted_then_released() -> None:
+    """The DELETE first (the API server keeps the claim, being deleted), then the finalizer goes."""
+    first = plan_claim(claim(allocated=False, owner_uid="o1"), {}, GONE)
+    assert (first.delete, first.release_finalizer, first.deallocate) == (True, False, False)
+    then = plan_claim(claim(allocated=False, owner_uid="o1", deleting=True), {}, GONE)
+    assert (then.delete, then.release_finalizer, then.deallocate) == (False, True, False)
+
+
 def test_device_status_alone_is_cleared() -> None:
     plan = plan_claim(claim(allocated=False, deleting=True, devices=True, finalizer=False), {})
     assert (plan.deallocate, plan.release_finalizer) == (True, False)

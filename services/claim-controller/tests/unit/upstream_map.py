@@ -107,11 +107,7 @@ _METRICS = CC + "unit/test_claim_metrics.py"
 _LOOKUP = CC + "unit/test_claim_lookup.py"
 
 COVERED: dict[str, tuple[str, ...]] = {
-    "TestSyncHandler/create":
-        _t(_PODS, "test_pod_with_two_template_claims_gets_two_claims_recorded_in_its_status"),
     "TestSyncHandler/create-for-grouped-pod":
-        _t(_GROUPS, "test_a_podgroups_claim_is_made_once_and_recorded_for_the_group_and_its_members"),
-    "TestSyncHandler/create-for-podgroup":
         _t(_GROUPS, "test_a_podgroups_claim_is_made_once_and_recorded_for_the_group_and_its_members"),
     "TestSyncHandler/skip-create-podgroup-claim-for-pod":
         _t(_GROUPS, "test_a_podgroups_claim_is_made_once_and_recorded_for_the_group_and_its_members"),
@@ -191,11 +187,9 @@ _H_GROUPS_OFF = _t(_HANDLERS, "test_podgroups_with_workload_claims_off")
 COVERED.update({
     "TestCreateClaimDoesNotMutateTemplate/pod": _NOT_MUTATED,
     "TestCreateClaimDoesNotMutateTemplate/podGroup": _NOT_MUTATED,
-    "TestSyncHandler/create": (*COVERED["TestSyncHandler/create"], *_COUNTED),
     "TestSyncHandler/create-adminaccess-feature-enabled": _ADMIN,
     "TestSyncHandler/skip-create-for-pod-podgroup-does-not-exist": (
         *_t(_UP_GROUPS, "test_a_member_of_a_podgroup_that_does_not_exist_yet_waits_for_it"), *_WRC_OFF),
-    "TestSyncHandler/create-for-podgroup": (*COVERED["TestSyncHandler/create-for-podgroup"], *_COUNTED),
     "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-genericworkload-disabled": _GW_OFF,
     "TestSyncHandler/skip-create-for-pod-with-podgroup-claim-workloadresourceclaims-disabled": _WRC_OFF,
     "TestSyncHandler/create-for-grouped-pod-with-claim-workloadresourceclaims-disabled": _WRC_OFF,
@@ -259,7 +253,22 @@ COVERED.update({
        for c in _ADMIN_ACCESS_LABEL},
 })
 
+_FINALIZER_AT_CREATE = CC + "integration/test_finalizer_at_create_integration.py"
+_WITH_FINALIZER = (
+    "differs: the claim is created with the delete-protection finalizer upstream's scheduler adds later "
+    "with a write of its own (--create-with-finalizer, default on: README, Differences from upstream; "
+    f"{_FINALIZER_AT_CREATE}::test_a_generated_claim_carries_the_finalizer_from_its_first_version); off, "
+    f"the object is upstream's ({_FINALIZER_AT_CREATE}::"
+    "test_with_the_setting_off_the_claim_is_created_without_the_finalizer); otherwise as upstream: ")
+
 DIFFERS: dict[str, str] = {
+    "TestSyncHandler/create": (
+        f"{_WITH_FINALIZER}{_PODS}::test_pod_with_two_template_claims_gets_two_claims_recorded_in_its_"
+        "status, "
+        f"{_CREATES}::test_creates_are_counted_and_a_refused_create_is_retried"),
+    "TestSyncHandler/create-for-podgroup": (
+        f"{_WITH_FINALIZER}{_GROUPS}::test_a_podgroups_claim_is_made_once_and_recorded_for_the_group_and_"
+        f"its_members, {_CREATES}::test_creates_are_counted_and_a_refused_create_is_retried"),
     "TestSyncHandler/clear-reserved-structured": (
         "differs: the reservation of the gone pod goes, the claim is deallocated and its finalizer released "
         "as upstream, but the claim generated for that gone pod is then deleted, where upstream leaves it "
