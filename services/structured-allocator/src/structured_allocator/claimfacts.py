@@ -1,5 +1,6 @@
-"""Small pure facts the decider uses: the user-facing text of an allocation error, and how many devices
-a claim needs at least (to skip nodes with fewer free devices before searching)."""
+"""Small pure facts the decider uses: the user-facing text of an allocation error, how many devices a
+claim needs at least (to skip nodes with fewer free devices before searching), and how many it takes
+wherever it fits, when that does not depend on the node (to rank nodes before searching)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Any
 
 from .core import AllocationError, CelSelectorError, UnknownDeviceClassError
 
-__all__ = ["describe_error", "min_devices"]
+__all__ = ["describe_error", "exact_devices", "min_devices"]
 
 
 def describe_error(err: AllocationError) -> str:
@@ -37,4 +38,19 @@ def min_devices(claim: Mapping[str, Any]) -> int | None:
                 return None
             counts.append(int(spec.get("count", 1)))
         total += min(counts) if counts else 0
+    return total
+
+
+def exact_devices(claim: Mapping[str, Any]) -> int | None:
+    """How many devices the claim takes on any node where it fits: every request asks for an exact
+    count (``exactly``, mode ``ExactCount``); None when it depends on the node (``firstAvailable``: the
+    subrequest chosen there, ``All``: the devices there)."""
+    total = 0
+    for request in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
+        spec = request.get("exactly")
+        if request.get("firstAvailable") or not spec:
+            return None
+        if spec.get("allocationMode", "ExactCount") != "ExactCount":
+            return None
+        total += int(spec.get("count", 1))
     return total

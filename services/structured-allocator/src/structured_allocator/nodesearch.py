@@ -2,11 +2,33 @@
 
 :class:`NodeSearch` walks the node names from where the previous decision stopped (kube-scheduler's
 ``percentageOfNodesToScore`` idea): node filters (:mod:`.nodes`), node fit (:mod:`.nodefit`), the
-selectors of the pod's already allocated claims, a cheap free-device count that skips nodes which cannot
-hold the devices asked for, then the core :class:`~.core.Allocator` per node, until ``nodes_to_find``
-feasible nodes are known. Among them the node where the pod's ``firstAvailable`` requests got the
-earliest subrequests wins (upstream's DynamicResources Score, :mod:`.core.subrequest_score`); the scorer
-breaks ties, then the node found first.
+selectors of the pod's already allocated claims, and a cheap free-device count that skips nodes which
+cannot hold the devices asked for. The nodes that pass are searched with the core
+:class:`~.core.Allocator` (the device search, the expensive part), in one of two ways:
+
+* **every node** (the general case): each node is searched as it is walked, until ``nodes_to_find``
+  feasible nodes are known. Among them the node where the pod's ``firstAvailable`` requests got the
+  earliest subrequests wins (upstream's DynamicResources Score, :mod:`.core.subrequest_score`); the
+  scorer breaks ties, then the node found first.
+* **ranked first** (:func:`exact_devices`): when every request of the claims to allocate asks for an
+  exact count of devices (no ``firstAvailable``, no ``All``), no extended-resource claim is added and
+  the scorer scores only device counts (``pack``, ``spread``), a feasible node's score is known before
+  its search: the claims take exactly that many devices wherever they fit. The walk collects the first
+  ``nodes_to_find`` nodes that pass the cheap checks and the search runs on them best score first (ties:
+  the node found first); the first that fits has the best score of them all and wins. A node that does
+  not fit is replaced by the next node of the walk, so the window keeps ``nodes_to_find`` nodes not
+  known to fail. Same winner as searching every node when each node that passes the cheap checks also
+  fits (the side-by-side workloads: one search per decision instead of 32); when some do not, the
+  window can end earlier than "the first ``nodes_to_find`` feasible nodes" (those not searched are not
+  known to fail), and the winner is the best of a prefix of that window. Nothing fits: every node was
+  walked and searched, as in the general case. Broken input fails the decision as it does when every
+  node is searched: a walked node where a search could raise an error that depends on its devices
+  (:class:`~.core.DeviceErrorCheck`: a CEL runtime error, an invalid capacity, a node selector of
+  a slice that is not node-local) turns the decision into the general case from its start (nodes already
+  searched are not searched again).
+
+Both ways stop at the decision's deadline or cancellation; the devices chosen always come from a search
+on the current caches (an assumed or allocated device is never chosen, whatever the ranking said).
 
 Bounded (see :mod:`.decision`): every ``Allocator.allocate`` call gets a :class:`~.core.SearchBudget`;
 between nodes the search yields to the event loop at least every :data:`YIELD_EVERY` seconds and then
@@ -16,12 +38,17 @@ rebuilds the allocator (its counter cache may be stale).
 from __future__ import annotations
 
 import asyncio
+import heapq
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from .claimfacts import min_devices
-from .core import Allocator, SearchBudget, SearchBudgetExhausted
+from prometheus_client import Counter
+
+from draflow_runtime.metrics import registered_collector
+
+from .claimfacts import exact_devices, min_devices
+from .core import Allocator, DeviceErrorCheck, SearchBudget, SearchBudgetExhausted
 from .core.subrequest_score import subrequest_score
 from .explain_http import PodExplanation
 from .extres import ExtendedDemand
@@ -33,9 +60,24 @@ from .scoring import Candidate
 if TYPE_CHECKING:
     from .decision import Decider
 
-__all__ = ["YIELD_EVERY", "NodeSearch"]
+__all__ = ["DEVICE_SEARCHES", "YIELD_EVERY", "NodeSearch"]
 
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
+
+DEVICE_SEARCHES = registered_collector(
+    Counter, "draflow_allocator_device_searches",
+    "Device searches (one core allocate call on one node) made by decisions, by result: fits, no_fit, "
+    "exhausted.", ["result"])
+
+
+class _Walked(NamedTuple):
+    """A node that passed the cheap checks: what its device search needs."""
+
+    node: Mapping[str, Any]
+    free: int
+    total: int
+    claims: Sequence[Mapping[str, Any]]
+    looked: int  # node names walked up to and including this one
 
 
 class NodeSearch:
@@ -58,16 +100,25 @@ class NodeSearch:
         self.extended = extended
         self.na = na
         self.ruled_out = ruled_out
+        self.allocator = self._allocator() if to_allocate or extended else None
+        deadline = decider.monotonic() + decider.filter_timeout if decider.filter_timeout else None
+        self.budget = SearchBudget(max_steps=decider.search_steps or None, deadline=deadline,
+                                   cancelled=cancelled, clock=decider.monotonic)
+        self.needed: int | None = 0
+        for claim in to_allocate:
+            n = min_devices(claim)
+            self.needed = None if n is None or self.needed is None else self.needed + n
+        self.names = [only_node] if only_node else self.state.node_names()
+        self.start = 0 if only_node else decider.next_start % max(1, len(self.names))
+        self.looked = 0  # node names walked
+        self.skipped: list[tuple[int, Mapping[str, Any]]] = []  # (free, node) skipped by the device count
+        self.stopped = False  # the deadline passed or the pod went away
+        self._last_yield = time.perf_counter()
 
     def _allocator(self) -> Allocator:
         state, decider = self.state, self.decider
         return Allocator(state.classes_by_name(), state.slices, state.assume.state, decider.features,
                          cel_cache=decider.cel_cache)
-
-    def _budget(self, deadline: float | None) -> SearchBudget:
-        decider = self.decider
-        return SearchBudget(max_steps=decider.search_steps or None, deadline=deadline,
-                            cancelled=self.cancelled, clock=decider.monotonic)
 
     def _exhausted(self, exc: SearchBudgetExhausted) -> bool:
         """Count a search that ran out of budget; True when the whole decision must stop."""
@@ -82,26 +133,45 @@ class NodeSearch:
         return True
 
     async def run(self) -> Candidate | None:
-        decider, state, explanation = self.decider, self.state, self.explanation
-        pod, to_allocate, only_node, extended = self.pod, self.to_allocate, self.only_node, self.extended
-        allocator = self._allocator() if to_allocate or extended else None
+        self.explanation.nodes_total = len(self.names)
+        taken = self._ranked_taken()
+        best = await (self._ranked(taken) if taken is not None else self._every_node())
+        if not self.only_node:
+            self.decider.next_start = self.start + self.looked
+        if best is not None or not self.skipped or self.allocator is None:
+            return best
+        # Explain with the device funnel of the skipped node that had the most free devices.
+        explanation, extended = self.explanation, self.extended
+        explanation.no_fit += len(self.skipped) - 1
+        most_free, best_node = max(self.skipped, key=lambda s: s[0])
+        ext = extended.for_node(best_node, self.state.usage.allocatable(best_node).resources) \
+            if extended else None
+        try:
+            outcome = self.allocator.allocate(best_node, [*self.to_allocate, *([ext.claim] if ext else [])],
+                                              budget=self.budget)
+        except SearchBudgetExhausted as exc:
+            DEVICE_SEARCHES.labels("exhausted").inc()
+            self._exhausted(exc)
+            return None
+        DEVICE_SEARCHES.labels("fits" if outcome.fits else "no_fit").inc()
+        if outcome.fits:  # cannot happen (the count is a lower bound), but never lose a placement
+            return Candidate(best_node, outcome.results, most_free, most_free)
+        explanation.consider(outcome.explanation)
+        return None
+
+    # -- the walk: cheap checks in rotation order -----------------------------------------------------------
+
+    async def _next(self) -> _Walked | None:
+        """The next node that passes the cheap checks and needs no skipping, or None at the end. Yields
+        to the event loop when the search has held it for :data:`YIELD_EVERY` seconds."""
+        state, explanation, pod, only_node = self.state, self.explanation, self.pod, self.only_node
+        extended = self.extended
         dra_names = extended.mapping if extended else ()
-        deadline = decider.monotonic() + decider.filter_timeout if decider.filter_timeout else None
-        budget = self._budget(deadline)
-        last_yield = time.perf_counter()
-        needed: int | None = 0
-        for claim in to_allocate:
-            n = min_devices(claim)
-            needed = None if n is None or needed is None else needed + n
-        names = [only_node] if only_node else state.node_names()
-        explanation.nodes_total = len(names)
-        feasible: list[Candidate] = []
-        skipped: list[tuple[int, Mapping[str, Any]]] = []  # (free, node) skipped by the device count
-        start = 0 if only_node else decider.next_start % max(1, len(names))
-        looked = 0
-        for i in range(len(names)):
-            looked = i + 1
-            name = names[(start + i) % len(names)]
+        names = self.names
+        while self.looked < len(names):
+            await self._pause()
+            name = names[(self.start + self.looked) % len(names)]
+            self.looked += 1
             node = state.nodes.get(name) or ({"metadata": {"name": name}} if only_node else None)
             if node is None:
                 continue
@@ -118,53 +188,66 @@ class NodeSearch:
                 explanation.node_reasons[reason] += 1
                 continue
             free, total, shared = self._free_devices(name)
-            claims, node_needed = to_allocate, needed
+            claims, node_needed = self.to_allocate, self.needed
             ext = extended.for_node(node, state.usage.allocatable(node).resources) if extended else None
             if ext is not None:
-                claims = [*to_allocate, ext.claim]
-                node_needed = None if needed is None else needed + (min_devices(ext.claim) or 0)
-            if allocator is None or not claims:
-                admit(feasible, Candidate(node, [], free, total), self.na, explanation)
-            elif node_needed is not None and not shared and free < node_needed:
-                skipped.append((free, node))
-            else:
-                try:
-                    outcome = allocator.allocate(node, claims, budget=budget)
-                except SearchBudgetExhausted as exc:
-                    if self._exhausted(exc):
-                        break
-                else:
-                    if outcome.fits:
-                        admit(feasible, Candidate(node, outcome.results, free, total), self.na, explanation)
-                    else:
-                        explanation.consider(outcome.explanation)
-            if len(feasible) >= decider.nodes_to_find:
-                break
-            if time.perf_counter() - last_yield >= YIELD_EVERY:
-                await asyncio.sleep(0)  # let the event loop run (health, leases, informers, writes)
-                last_yield = time.perf_counter()
-                if allocator is not None:
-                    allocator = self._allocator()
-        if not only_node:
-            decider.next_start = start + looked
-        if feasible:
-            return self._best(feasible)
-        if skipped and allocator is not None:
-            # Explain with the device funnel of the skipped node that had the most free devices.
-            explanation.no_fit += len(skipped) - 1
-            most_free, best_node = max(skipped, key=lambda s: s[0])
-            ext = extended.for_node(best_node, state.usage.allocatable(best_node).resources) \
-                if extended else None
-            try:
-                outcome = allocator.allocate(best_node, [*to_allocate, *([ext.claim] if ext else [])],
-                                             budget=budget)
-            except SearchBudgetExhausted as exc:
-                self._exhausted(exc)
-                return None
-            if outcome.fits:  # cannot happen (the count is a lower bound), but never lose a placement
-                return Candidate(best_node, outcome.results, most_free, most_free)
-            explanation.consider(outcome.explanation)
+                claims = [*claims, ext.claim]
+                node_needed = None if node_needed is None else node_needed + (min_devices(ext.claim) or 0)
+            if self.allocator is not None and claims and node_needed is not None and not shared \
+                    and free < node_needed:
+                self.skipped.append((free, node))
+                continue
+            return _Walked(node, free, total, claims, self.looked)
         return None
+
+    async def _pause(self) -> None:
+        """Yield to the event loop (health, leases, informers, writes) when the search has held it for
+        :data:`YIELD_EVERY` seconds; the allocator is rebuilt after (its counter cache may be stale)."""
+        if time.perf_counter() - self._last_yield >= YIELD_EVERY:
+            await asyncio.sleep(0)
+            self._last_yield = time.perf_counter()
+            if self.allocator is not None:
+                self.allocator = self._allocator()
+
+    def _search(self, walked: _Walked, feasible: list[Candidate]) -> None:
+        """The device search on one walked node: a feasible candidate is appended to ``feasible``.
+        Sets ``stopped`` when the decision's deadline passed or the pod went away."""
+        node, free, total, claims, _ = walked
+        if self.allocator is None or not claims:
+            admit(feasible, Candidate(node, [], free, total), self.na, self.explanation)
+            return
+        try:
+            outcome = self.allocator.allocate(node, claims, budget=self.budget)
+        except SearchBudgetExhausted as exc:
+            DEVICE_SEARCHES.labels("exhausted").inc()
+            self.stopped = self._exhausted(exc)
+            return
+        DEVICE_SEARCHES.labels("fits" if outcome.fits else "no_fit").inc()
+        if outcome.fits:
+            admit(feasible, Candidate(node, outcome.results, free, total), self.na, self.explanation)
+        else:
+            self.explanation.consider(outcome.explanation)
+
+    # -- every node searched ----------------------------------------------------------------------------
+
+    async def _every_node(self, walked: Sequence[_Walked] = (),
+                          tried: frozenset[int] | set[int] = frozenset()) -> Candidate | None:
+        """Each node searched in walk order until ``nodes_to_find`` fit; ``walked``: nodes walked
+        already (by the ranked search), ``tried``: the indexes of those searched already (none fit)."""
+        feasible: list[Candidate] = []
+        window = self.decider.nodes_to_find
+        for i, w in enumerate(walked):
+            if i not in tried:
+                await self._pause()
+                self._search(w, feasible)
+            if self.stopped or len(feasible) >= window:
+                self.looked = w.looked  # as if the walk had stopped here
+                return self._best(feasible) if feasible else None
+        while len(feasible) < window and (more := await self._next()) is not None:
+            self._search(more, feasible)
+            if self.stopped:
+                break
+        return self._best(feasible) if feasible else None
 
     def _best(self, feasible: list[Candidate]) -> Candidate:
         """The feasible node that serves the pod's ``firstAvailable`` requests best (upstream's
@@ -186,6 +269,53 @@ class NodeSearch:
             if k > best_key:
                 best, best_key = c, k
         return best
+
+    # -- ranked first ---------------------------------------------------------------------------------------
+
+    def _ranked_taken(self) -> int | None:
+        """How many devices the claims take on any node where they fit, when the search may be ranked
+        (module docstring); else None."""
+        if self.only_node or self.extended is not None or self.allocator is None or not self.to_allocate \
+                or not getattr(self.decider.scorer, "counts_only", False):
+            return None
+        taken = 0
+        for claim in self.to_allocate:
+            n = exact_devices(claim)
+            if n is None:
+                return None
+            taken += n
+        return taken
+
+    async def _ranked(self, taken: int) -> Candidate | None:
+        scorer, window = self.decider.scorer, self.decider.nodes_to_find
+        heap: list[tuple[float, int, _Walked]] = []  # (-score, walk order, node): best score first
+        walked: list[_Walked] = []
+        tried: set[int] = set()  # walk order of the nodes searched (none fit)
+        check: DeviceErrorCheck | None = None  # made at the first node walked, again after a yield
+        while True:
+            while len(heap) < window and (w := await self._next()) is not None:
+                walked.append(w)
+                allocator = self.allocator  # rebuilt after a yield
+                assert allocator is not None  # ranked only with claims to search (_ranked_taken)
+                if check is None or check.allocator is not allocator:
+                    check = DeviceErrorCheck(allocator, w.claims)
+                if check.possible(w.node):
+                    return await self._every_node(walked, tried)
+                probe = Candidate(w.node, (), w.free, w.total, taken=taken)
+                heapq.heappush(heap, (-scorer.score(probe), len(walked) - 1, w))
+            if not heap:
+                return None
+            _, order, w = heapq.heappop(heap)
+            feasible: list[Candidate] = []
+            await self._pause()
+            self._search(w, feasible)
+            if feasible:
+                return feasible[0]
+            if self.stopped:
+                return None
+            tried.add(order)
+
+    # -- cheap checks -----------------------------------------------------------------------------------
 
     def _does_not_fit(self, node: Mapping[str, Any], dra_names: Mapping[str, str] | tuple[()] = ()) -> bool:
         """NodeResourcesFit + NodePorts; every reason is counted, as kube-scheduler does."""

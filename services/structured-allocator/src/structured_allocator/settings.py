@@ -39,7 +39,8 @@ class Settings(ServiceSettings, FeatureGatesSettings):
     nodes_to_find: int = Field(
         32, ge=1,
         description="Stop looking after this many feasible nodes and score among them (0 < n; bounds "
-        "the decision time like kube-scheduler's percentageOfNodesToScore).",
+        "the decision time like kube-scheduler's percentageOfNodesToScore); when scores are known before "
+        "the device search, this many candidate nodes are ranked and searched best first.",
     )
     scorer: Literal["pack", "spread"] = Field(
         "pack", description="Node scorer: pack (fewest free devices left) or spread (most left)."

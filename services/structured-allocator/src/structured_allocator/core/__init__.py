@@ -4,6 +4,7 @@ from .allocator import Allocator
 from .cel_env import CelCache, CelCompileError, CelRuntimeError
 from .explain import Explanation, RequestExplanation
 from .pools import Pool, gather_pools
+from .precheck import DeviceErrorCheck, device_errors_possible
 from .quantity import Quantity, parse_quantity
 from .semver import Version, parse_semver
 from .sliceindex import SliceIndex
@@ -34,6 +35,7 @@ __all__ = [
     "CelCompileError",
     "CelRuntimeError",
     "CelSelectorError",
+    "DeviceErrorCheck",
     "DeviceID",
     "Explanation",
     "Features",
@@ -49,6 +51,7 @@ __all__ = [
     "TooManyResultsError",
     "UnknownDeviceClassError",
     "Version",
+    "device_errors_possible",
     "gather_pools",
     "parse_quantity",
     "parse_semver",

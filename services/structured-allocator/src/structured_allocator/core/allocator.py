@@ -175,7 +175,8 @@ class _Run(RunState):
     # -- setup -------------------------------------------------------------------------------------
     def execute(self) -> AllocationOutcome:
         # remembered per node by the index until a slice, the node's labels or the features change
-        self.pools, self.candidates = self.a.index.node_pools(self.node, self.features)
+        gathered = self.a.index.node_pools(self.node, self.features)
+        self.pools, self.candidates = gathered.pools, gathered.candidates
         for ci, claim in enumerate(self.claims):
             self._validate_claim(ci, claim)
         if self.budget is not None:

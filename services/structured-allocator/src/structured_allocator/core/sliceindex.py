@@ -34,10 +34,13 @@ __all__ = ["NodePools", "SliceIndex"]
 
 class NodePools(NamedTuple):
     """The pools of one node in allocation order and the search's candidates: every device of the
-    usable (complete, valid) pools, in pool → slice → device order. Shared: never mutate."""
+    usable (complete, valid) pools, in pool → slice → device order. Shared: never mutate (but
+    ``checked``, a memo that lives as long as the pools)."""
 
     pools: list[Pool]
     candidates: list[tuple[Pool, PreparedSlice, PreparedDevice]]
+    # what :func:`~.precheck.device_errors_possible` found for these pools, per set of selectors
+    checked: dict[tuple[Any, ...], bool]
 
 
 class _Entry(NamedTuple):
@@ -137,7 +140,7 @@ class SliceIndex:
         candidates = [
             (p, s, d) for p in pools if not (p.incomplete or p.invalid) for s in p.slices for d in s.devices
         ]
-        gathered = NodePools(pools, candidates)
+        gathered = NodePools(pools, candidates, {})
         self._node_pools[name] = _Entry(dict(labels), features, gathered)
         return gathered
 
