@@ -18,7 +18,7 @@ sync: ## Install uv (cached) and the Python workspace into .venv from uv.lock
 	@$(UV) sync --all-packages --frozen --quiet
 
 .PHONY: binaries
-binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt, kubelet-checkpoint, go-dra-driver, go-api-check, promtool (Go)
+binaries: ## Build and cache kube-apiserver, etcd, nats-server, jaeger, kustomize, tilt, kubelet-checkpoint, go-dra-driver, go-api-check, go-alloc-diff, promtool (Go)
 	@hack/binaries.sh ensure
 
 .PHONY: binaries-node

@@ -5,7 +5,9 @@
 # (hack/kubelet-checkpoint; its version is the Kubernetes version plus a hash of its sources);
 # go-dra-driver, a third-party DRA driver on upstream's kubeletplugin helper (hack/go-dra-driver, the same
 # kind of version), which the tests run against draflow's node side; go-api-check (hack/go-api-check), a Go
-# client's strict decoding and upstream's validation of the objects draflow writes;
+# client's strict decoding and upstream's validation of the objects draflow writes; go-alloc-diff
+# (hack/go-alloc-diff), upstream's structured allocator over JSON-line scenarios (the allocator's
+# differential test);
 # and, for a real node (`hack/binaries.sh ensure-node`, NODE_SET below, at the lowest CPU priority):
 # kubelet, kube-scheduler, kube-controller-manager, kubectl (draflow is installed with `kubectl apply -k`),
 # containerd (containerd-shim-runc-v2 and ctr beside it),
@@ -45,7 +47,7 @@ version_of() {
     cni-plugins) echo "$CNI_PLUGINS_VERSION" ;;
     tilt) echo "$TILT_VERSION" ;;
     kubelet-checkpoint) echo "$KUBERNETES_VERSION-$(cat "$here"/kubelet-checkpoint/{go.mod,go.sum,main.go} | sha256sum | cut -c1-12)" ;;
-    go-dra-driver | go-api-check) echo "$KUBERNETES_VERSION-$(go_module_hash "$here/$1")" ;;
+    go-dra-driver | go-api-check | go-alloc-diff) echo "$KUBERNETES_VERSION-$(go_module_hash "$here/$1")" ;;
     *) log "unknown binary: $1"; exit 2 ;;
   esac
 }
@@ -149,11 +151,12 @@ build_kube() { # kube-apiserver | kubelet | kube-scheduler | kube-controller-man
   consumer_build "$name" k8s.io/kubernetes "$ver" "k8s.io/kubernetes/cmd/$name" "$ldflags" "${replaces[@]}"
 }
 
-# hack/kubelet-checkpoint, hack/go-dra-driver and hack/go-api-check are modules of this repository (go.mod,
-# go.sum checked in): the kubelet's DRA checkpoint code (requiring k8s.io/kubernetes at KUBERNETES_VERSION,
-# with the same staging-module replaces as kube-apiserver's build), a third-party DRA driver on upstream's
-# kubeletplugin helper, and a Go client that strictly decodes and validates (k8s.io/kubernetes' validation
-# code) the objects draflow writes. NEED: a line their go.mod must have, so that a version bump in
+# hack/kubelet-checkpoint, hack/go-dra-driver, hack/go-api-check and hack/go-alloc-diff are modules of this
+# repository (go.mod, go.sum checked in): the kubelet's DRA checkpoint code (requiring k8s.io/kubernetes at
+# KUBERNETES_VERSION, with the same staging-module replaces as kube-apiserver's build), a third-party DRA
+# driver on upstream's kubeletplugin helper, a Go client that strictly decodes and validates
+# (k8s.io/kubernetes' validation code) the objects draflow writes, and upstream's structured allocator
+# behind a JSON-lines loop. NEED: a line their go.mod must have, so that a version bump in
 # hack/versions.env is not silently ignored.
 build_hack_module() { # name need
   local name=$1 need=$2 go out src="$here/$1" work
@@ -227,6 +230,7 @@ build_one() {
     kubelet-checkpoint) build_hack_module kubelet-checkpoint "^require k8s.io/kubernetes $KUBERNETES_VERSION\$" ;;
     go-dra-driver) build_hack_module go-dra-driver "k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION\$" ;;
     go-api-check) build_hack_module go-api-check "k8s.io/kubernetes $KUBERNETES_VERSION\$" ;;
+    go-alloc-diff) build_hack_module go-alloc-diff "k8s.io/dynamic-resource-allocation $KUBERNETES_STAGING_VERSION\$" ;;
     pause) build_pause ;;
     kustomize) consumer_build kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" sigs.k8s.io/kustomize/kustomize/v5 "-s -w" ;;
     # promtool checks and unit-tests the alert rules of deploy/kustomize/components/monitoring. remove_all_sd
@@ -249,7 +253,7 @@ build_one() {
   flock -u "$lock_fd"
 }
 
-DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint go-dra-driver go-api-check promtool)
+DEFAULT_SET=(etcd kube-apiserver nats-server jaeger kustomize tilt kubelet-checkpoint go-dra-driver go-api-check go-alloc-diff promtool)
 # What a real node needs (draflow_testenv's ClusterEnvironment, `make e2e`): built at the lowest CPU priority.
 NODE_SET=(kube-apiserver etcd nats-server jaeger kustomize pause kubelet kube-scheduler kube-controller-manager kubectl containerd cni-plugins)
 

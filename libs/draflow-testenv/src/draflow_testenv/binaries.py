@@ -33,7 +33,7 @@ VERSION_KEYS = {
 SOURCE_VERSIONED = {"pause": ("go.mod", "main.go")}
 # Go modules of this repository's hack/<name> built against Kubernetes: the version is the Kubernetes version
 # plus a hash of go.mod, go.sum and every .go file (hack/binaries.sh's go_module_hash).
-GO_MODULE_VERSIONED = {"go-dra-driver", "go-api-check"}
+GO_MODULE_VERSIONED = {"go-dra-driver", "go-api-check", "go-alloc-diff"}
 # Directories of several binaries: the path names the one moved in last (containerd's holds
 # containerd-shim-runc-v2 and ctr too; cni-plugins' holds bridge, host-local and loopback).
 MARKER = {"cni-plugins": "loopback"}
