@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .constraints import attribute_value
 from .pools import node_matches
 from .selection import _check, evaluate, taint_blocks
-from .types import InvalidCapacityError
+from .types import CelSelectorError, InvalidCapacityError
 
 if TYPE_CHECKING:
     from .allocator import _Run
@@ -74,6 +74,16 @@ def _worst_selector(run: _Run, rd: RequestData, devices: list[Any]) -> str:
     return best[1] if best else ""
 
 
+def _passes(selectors: Any, d: Any, rd: RequestData, claim: str, from_class: bool) -> bool:
+    """The device passes the selectors. A selector failing at run time on it counts as not matching:
+    the search may never have reached this request or device (upstream then answers "unsatisfiable",
+    not an error), and when it did it raised already."""
+    try:
+        return _check(selectors, d, rd, claim, from_class)
+    except CelSelectorError:
+        return False
+
+
 def _capacity_blocks(run: _Run, rd: RequestData, d: Any) -> bool:
     """The device's capacity does not take this request. A value the search would have refused as broken
     input (it may not have reached this request) counts as blocking: the explanation never raises."""
@@ -111,10 +121,10 @@ def _explain_request(run: _Run, rd: RequestData, claim_name: str) -> RequestExpl
             continue
         if s.skip_node_operations and not run.node_operations_optional:
             continue  # DRAOptionalNodeOperations: not usable from this node at all
-        if not _check(rd.class_selectors, d, rd, claim, True):
+        if not _passes(rd.class_selectors, d, rd, claim, True):
             continue
         of_class.append(d)
-        if not _check(rd.selectors, d, rd, claim, False):
+        if not _passes(rd.selectors, d, rd, claim, False):
             continue
         ex.matching += 1
         if not rd.admin_access and run.in_use(d.id):
