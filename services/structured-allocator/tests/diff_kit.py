@@ -39,8 +39,6 @@ RULES = {
     "invalid-pool-unsatisfiable": "upstream: error wrapping ErrFailedAllocationOnNode; draflow: does not fit",
     "stable-pool-order": "upstream's stable allocator visits pools in map order: outcome compared only",
     "stable-ignores-newer-fields": "upstream's stable allocator ignores capacity requests etc.: excluded",
-    # Known draflow defects found by this check, excused until fixed (each fix removes its rule):
-    "known-cel-unknown-domain": "draflow: a domain missing from attributes or capacity only is an error",
 }
 # What upstream's "stable" implementation supports: a feature set within it selects that implementation.
 STABLE = {"AdminAccess", "PrioritizedList", "PartitionableDevices", "DeviceTaints"}
@@ -147,10 +145,6 @@ def compare(scenario: dict[str, Any], upstream: dict[str, Any], ours: dict[str, 
     stable = {k for k, v in scenario["features"].items() if v} <= STABLE
     if up == "failed_on_node" and dr == "unsatisfiable":
         return True, "invalid-pool-unsatisfiable"
-    if up != "error" and dr == "error" and "CEL runtime error: no such key: " in ours.get("error", ""):
-        key = ours["error"].rsplit("no such key: ", 1)[1]
-        if "." in key:  # a domain, not an attribute name
-            return True, "known-cel-unknown-domain"
     differ = up != dr or (up == "allocated" and normalize(upstream["results"]) != normalize(ours["results"]))
     if differ and stable and uses_newer_fields(scenario):
         return True, "stable-ignores-newer-fields"

@@ -30,3 +30,22 @@ def test_explaining_a_failure_does_not_evaluate_selectors_the_search_never_reach
     assert not outcome.fits
     r1 = next(r for r in outcome.explanation.requests if r.request == "r1")
     assert r1.matching == 0  # the failing selector counts as not matching
+
+
+def test_a_domain_only_in_capacity_reads_as_an_empty_attribute_map_and_the_reverse() -> None:
+    """Upstream's CEL environment answers a lookup of an unknown domain in ``device.attributes`` or
+    ``device.capacity`` with an empty map, separately for each. A device with capacity in the domain
+    example.com but no attribute there (or the reverse) made the lookup an error here."""
+    slices = [rslice("s", [
+        dev("only-capacity", None, {"example.com/slots": "2"}),
+        dev("only-attribute", {"example.com/numa": 0}),
+    ])]
+    c = claim(
+        "c",
+        req("attr", "any", selectors=('!has(device.attributes["example.com"].numa)',)),
+        req("cap", "any", selectors=('!has(device.capacity["example.com"].slots)',)),
+    )
+    outcome = allocate(slices, c)
+    assert outcome.fits, outcome.explanation and outcome.explanation.summary
+    devices = [r["device"] for r in outcome.results[0]["devices"]["results"]]
+    assert devices == ["only-capacity", "only-attribute"]

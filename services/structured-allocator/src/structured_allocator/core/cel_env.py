@@ -188,12 +188,13 @@ class CompiledSelector:
             if _ITERATIONS_EXCEEDED in message:
                 raise CelRuntimeError(self.expression, _ITERATIONS_MESSAGE)
             domain = _missing_key(message)
-            if domain is None or domain in data["attributes"] or domain in data["capacity"]:
+            if domain is None or (domain in data["attributes"] and domain in data["capacity"]):
                 raise CelRuntimeError(self.expression, _clean_error(message))
-            # An unknown domain reads as an empty map: add it and evaluate again.
+            # An unknown domain reads as an empty map: add it where it is missing (the device may have
+            # attributes of the domain but no capacity, or the other way round) and evaluate again.
             data = dict(data)
-            data["attributes"] = {**data["attributes"], domain: {}}
-            data["capacity"] = {**data["capacity"], domain: {}}
+            data["attributes"] = {domain: {}, **data["attributes"]}
+            data["capacity"] = {domain: {}, **data["capacity"]}
         raise CelRuntimeError(self.expression, "too many unknown domains")
 
     def _eval(self, data: dict[str, Any]) -> Any:
