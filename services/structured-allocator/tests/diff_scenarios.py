@@ -7,11 +7,12 @@ node-selector and per-device node selection), devices with string/int/bool/versi
 domain-qualified), capacities, shared counters + ``consumesCounters`` (partitionable devices),
 multi-allocatable devices with request policies, taints, binding conditions; claims with ExactCount/All
 requests, CEL selectors, tolerations, adminAccess, capacity requests, ``firstAvailable`` subrequests,
-matchAttribute/distinctAttribute constraints; claims already allocated (exclusively or shared).
+matchAttribute/distinctAttribute constraints; claims already allocated (exclusively or shared). With every
+gate on (alpha included): list-valued attributes in constraints, compatibility groups, skipNodeOperations.
 
 Objects are written as the API server serves them (defaults filled in: ``allocationMode``, ``count``,
 toleration ``operator``), since upstream's allocator gets them from an informer and does not default.
-CEL expressions are ones both sides support (no list attributes, no alpha-only functions).
+CEL expressions are ones both sides support (none over list attributes, no alpha-only functions).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ D2 = "nic.example.com"
 NODE = {"metadata": {"name": "node-1", "labels": {"zone": "a", "rack": "r1"}}}
 SHARE_NAMESPACE = uuid.UUID("6a1d9a5e-0c55-4a1e-9d43-1d0e6b9f6a11")
 
-# Feature sets (upstream Features field names): the v1.37 defaults (beta + GA on), then random subsets of
-# those; alpha features stay off (upstream's experimental allocator, draflow's gated alpha paths).
+# Feature sets (upstream Features field names): the v1.37 defaults (beta + GA on), random subsets of those,
+# and every gate on (the alpha ones select upstream's "experimental" allocator and draflow's gated paths:
+# compatibility groups on counter consumption, skipNodeOperations slices and nodes declaring the feature).
 BETA = ["AdminAccess", "PrioritizedList", "PartitionableDevices", "DeviceTaints", "DeviceBindingAndStatus",
         "ConsumableCapacity", "FractionalCapacityRange"]
+ALPHA = ["CompatibilityGroups", "DerivedAttributes", "ListTypeAttributes", "OptionalNodeOperations"]
 
 # Guarded expressions (has(), a driver check) never fail at run time; the risky ones fail on a device
 # without the attribute/capacity (a CEL runtime error is broken input on both sides, when reached).
@@ -60,6 +63,7 @@ def _selector(rng: random.Random) -> str:
 
 
 CONSTRAINT_ATTRS = [f"{D1}/model", f"{D1}/mem", f"{D1}/fast", f"{D1}/ver", "example.com/numa", f"{D2}/port"]
+LIST_ATTRS = [f"{D1}/numas", f"{D1}/tags", f"{D2}/numas"]  # list-valued (DRAListTypeAttributes)
 
 
 def _q(rng: random.Random, values: list[str]) -> str:
@@ -90,6 +94,11 @@ def _device(
 ) -> dict[str, Any]:
     d: dict[str, Any] = {"name": name}
     attrs = _attributes(rng, driver)
+    if "ListTypeAttributes" in features:
+        if rng.random() < 0.5:
+            attrs["numas"] = {"ints": sorted(rng.sample([0, 1, 2], rng.randint(1, 2)))}
+        if rng.random() < 0.4:
+            attrs["tags"] = {"strings": sorted(rng.sample(["x", "y", "z"], rng.randint(1, 2)))}
     if attrs:
         d["attributes"] = attrs
     cap: dict[str, Any] = {}
@@ -116,6 +125,9 @@ def _device(
     if counter_sets and rng.random() < 0.7:
         cs = rng.choice(counter_sets)
         d["consumesCounters"] = [{"counterSet": cs, "counters": {"mem": {"value": _q(rng, ["1", "2", "3"])}}}]
+        if "CompatibilityGroups" in features and rng.random() < 0.5:
+            groups = rng.sample(["g1", "g2", "g3"], rng.randint(1, 2))
+            d["consumesCounters"][0]["compatibilityGroups"] = sorted(groups)
     if rng.random() < 0.15:
         d["taints"] = [{"key": rng.choice(["k1", "k2"]), "value": rng.choice(["v", "w"]),
                         "effect": rng.choice(["NoSchedule", "NoExecute"])}]
@@ -180,9 +192,12 @@ def _pools(rng: random.Random, features: set[str]) -> list[dict[str, Any]]:
                 devices.append(dict(devices[0]))  # duplicate device name: an invalid pool
             specs.append({"devices": devices})
         count = len(specs) + (1 if rng.random() < 0.05 else 0)
+        skip = "OptionalNodeOperations" in features and rng.random() < 0.3
         for i, spec in enumerate(specs):
             g = gen - 1 if (i > 0 and rng.random() < 0.05) else gen  # an older generation still around
             spec.update(driver=driver, pool={"name": pool, "generation": g, "resourceSliceCount": count})
+            if skip:
+                spec["skipNodeOperations"] = ["*"]
             if "devices" in spec:
                 spec.update(scope)
             else:  # a counters-only slice: no node scoping of devices needed, but one is required
@@ -248,7 +263,8 @@ def _claim(rng: random.Random, name: str, classes: list[str], features: set[str]
             if rng.random() < 0.5 and len(requests) > 1:
                 c["requests"] = rng.sample([r["name"] for r in requests], 2)
             kind = "matchAttribute" if rng.random() < 0.6 else "distinctAttribute"
-            c[kind] = rng.choice(CONSTRAINT_ATTRS)
+            lists = "ListTypeAttributes" in features and rng.random() < 0.5
+            c[kind] = rng.choice(LIST_ATTRS if lists else CONSTRAINT_ATTRS)
             constraints.append(c)
         devices["constraints"] = constraints
     if rng.random() < 0.15:
@@ -285,7 +301,16 @@ def _allocated(rng: random.Random, slices: list[dict[str, Any]], features: set[s
 def scenario(seed: int) -> dict[str, Any]:
     """The scenario of ``seed``: {id, features, node, slices, classes, claims, allocated}."""
     rng = random.Random(seed)
-    features = set(BETA) if rng.random() < 0.8 else {f for f in BETA if rng.random() < 0.8}
+    draw = rng.random()
+    if draw < 0.1:
+        features = set(BETA + ALPHA)
+    elif draw < 0.8:
+        features = set(BETA)
+    else:
+        features = {f for f in BETA if rng.random() < 0.8}
+    node: dict[str, Any] = dict(NODE)
+    if "OptionalNodeOperations" in features and rng.random() < 0.5:
+        node["status"] = {"declaredFeatures": ["DRAOptionalNodeOperations"]}
     slices = _pools(rng, features)
     classes = _classes(rng)
     names = [c["metadata"]["name"] for c in classes]
@@ -293,7 +318,7 @@ def scenario(seed: int) -> dict[str, Any]:
     return {
         "id": str(seed),
         "features": {f: True for f in sorted(features)},
-        "node": NODE,
+        "node": node,
         "slices": slices,
         "classes": classes,
         "claims": claims,
