@@ -62,6 +62,16 @@ def test_a_newer_generation_of_the_pool_on_another_node_makes_the_pool_obsolete(
     assert [(p.pool, p.incomplete) for p in index.node_pools(NODE, Features.all()).pools] == [("p", True)]
 
 
+def test_a_change_on_another_node_reaches_nodes_that_see_the_pool_through_a_shared_slice() -> None:
+    # pool "p": a slice for every node plus one of node-2; node-1 sees only the shared one, so its pool
+    # reads node-2's slice (complete, then obsolete once node-2's slice has a newer generation)
+    index = SliceIndex([rslice("p-net", [dev("n")], node=None, pool="p", allNodes=True, count=2, rv="1"),
+                        rslice("p2", [dev("y")], node="node-2", pool="p", count=2, rv="1")])
+    assert names(index) == ["p:n"]
+    index.upsert(rslice("p2", [dev("y")], node="node-2", pool="p", gen=2, count=2, rv="2"))
+    assert names(index) == []
+
+
 def test_the_node_labels_and_the_features_are_part_of_the_entry() -> None:
     index = SliceIndex([rslice("net", [dev("n")], node=None, pool="net", nodeSelector=ZONE_A, rv="1"),
                         rslice("c", [], sharedCounters=[{"name": "s", "counters": {"m": {"value": "1"}}}],
