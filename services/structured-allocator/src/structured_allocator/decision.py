@@ -23,7 +23,9 @@ node. Like kube-scheduler's ``percentageOfNodesToScore`` it stops after ``nodes_
 nodes, starting where the last search stopped, so the cost of one decision does not grow with the
 cluster (the SliceIndex makes each node's look-up independent of the number of slices elsewhere).
 Among them the node where the pod's ``firstAvailable`` requests got the earliest subrequests wins
-(upstream's DynamicResources Score, :mod:`.core.subrequest_score`); the scorer breaks ties.
+(upstream's DynamicResources Score, :mod:`.core.subrequest_score`); the scorer breaks ties. When a node's
+score is known before its device search (exact-count requests, a count-only scorer), the window's nodes
+are searched best score first and the first that fits wins (:mod:`.nodesearch`, "ranked first").
 
 Bounded (issue 12, defect 6; upstream DRASchedulerFilterTimeout): every ``Allocator.allocate`` call gets
 a :class:`~.core.SearchBudget` — ``search_steps`` device tries for that node, the decision's
