@@ -87,6 +87,14 @@ class DriverCalls:
         self.tracer = tracer
         self.rpc_timeout = rpc_timeout
 
+    def unregistered(self, driver: str, claim: str) -> ClaimFailure | None:
+        """``None`` when ``driver`` is registered on the node, else the prepare failure of ``claim``
+        ("<namespace>/<name>"), counted as an error of it."""
+        if self.store.get(driver) is not None:
+            return None
+        _count("prepare", driver, 1, 1)
+        return ClaimFailure(claim, driver, f"DRA driver {driver} is not registered on node {self.node}")
+
     async def prepare(
         self, driver: str, infos: list[ClaimInfo], pod_key: str,
         claims: Mapping[str, Mapping[str, Any]] | None = None,

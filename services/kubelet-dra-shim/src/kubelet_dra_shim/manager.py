@@ -3,10 +3,11 @@
 Contract (same as kubelet's ``pkg/kubelet/cm/dra``):
 
 - :meth:`NodeManager.prepare_pod` is idempotent. It reads every claim of the pod **live** from the API
-  server, requires an allocation and the pod in ``reservedFor``, records the pod in the checkpoint
-  *before* calling drivers, sends one ``NodePrepareResources`` per driver carrying all of the pod's
-  claims for that driver, records the CDI device IDs and checkpoints again. A per-claim error fails
-  only that claim; the pod's other claims are still prepared.
+  server, requires an allocation, the pod in ``reservedFor`` and every driver of the claim registered
+  (a claim that fails these is not recorded: nothing to unprepare when its pod goes), records the pod
+  in the checkpoint *before* calling drivers, sends one ``NodePrepareResources`` per driver carrying
+  all of the pod's claims for that driver, records the CDI device IDs and checkpoints again. A
+  per-claim error fails only that claim; the pod's other claims are still prepared.
 - :meth:`NodeManager.unprepare_pod` / :meth:`NodeManager.release_inactive` never read the API server:
   everything needed to unprepare is in the checkpoint, so force-deleted pods and deleted claims are
   still cleaned up. A claim is unprepared only when no pod on the node still references it. As in
@@ -231,7 +232,15 @@ class NodeManager:
                     "feature gate is disabled on kubelet-dra-shim",
                 ))
                 continue
-            candidates.append(_Candidate(ref.name, claim, claim_drivers(claim), skip_ops))
+            drivers = claim_drivers(claim)
+            # kubelet's validation pass: a driver that is not registered fails the claim before the claim
+            # or the pod is recorded, so the pod can go without an unprepare through a driver not there.
+            missing = [f for d in drivers if not skips(skip_ops.get(d, ()), PREPARE)
+                       and (f := self.calls.unregistered(d, f"{namespace}/{ref.claim_name}")) is not None]
+            if missing:
+                outcome.failures.append(missing[0])
+                continue
+            candidates.append(_Candidate(ref.name, claim, drivers, skip_ops))
         return candidates
 
     async def _prepare_locked(
