@@ -18,7 +18,12 @@ of keys:
 
 Handlers only enqueue: pod events the pod; claim events the pods in ``reservedFor``; slice events with
 NoExecute taints the pods of the claims allocated from that pool (claim index ``byPool``); rule spec
-changes the rule and the pods of every claim whose devices it selects.
+changes the rule and the pods of every claim whose devices it selects. While no slice has a NoExecute
+taint, no DeviceTaintRule has that effect and no eviction is scheduled (the usual state), pod and claim
+events enqueue nothing: no pod can be due, and the slice or rule that brings the first such taint
+enqueues the pods it concerns itself (the two handlers above). Those reconciles were about two per placed
+pod, each finding nothing to do (about 9 % of the claim-controller's samples in the side-by-side template
+run).
 """
 
 from __future__ import annotations
@@ -102,6 +107,10 @@ class TaintEviction:
         # In memory, as upstream: evictions waiting for their time (pod key -> (uid, eviction)), pods
         # already deleted (UIDs), and pods evicted per rule UID since the start (the status message).
         self.scheduled: dict[str, tuple[str, Eviction]] = {}
+        # Keys of the slices with a NoExecute device taint and names of the NoExecute rules: while both are
+        # empty and nothing is scheduled, pod and claim events need no reconcile (module docstring).
+        self.tainted_slices: set[str] = set()
+        self.no_execute_rules: set[str] = set()
         self.evicted = DeletedPods(500)
         self.evicted_by_rule: dict[str, int] = {}
         pods.add_handler(self._on_pod)
@@ -296,6 +305,10 @@ class TaintEviction:
 
     # -- event handlers: enqueue only ------------------------------------------------------------
 
+    def _quiet(self) -> bool:
+        """No NoExecute taint anywhere and no eviction pending: a pod or claim change evicts nothing."""
+        return not (self.tainted_slices or self.no_execute_rules or self.scheduled)
+
     def _enqueue_reserved(self, claim: Obj | None) -> None:
         if claim is None:
             return
@@ -305,12 +318,16 @@ class TaintEviction:
                 self.queue.add(f"{EVICT_PREFIX}{namespace}/{consumer.get('name', '')}")
 
     def _on_pod(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
+        if self._quiet():
+            return
         pod = new if new is not None else old
         spec = (pod or {}).get("spec") or {}
         if pod is not None and spec.get("resourceClaims") and (event == "delete" or spec.get("nodeName")):
             self.queue.add(EVICT_PREFIX + key_of(pod))
 
     def _on_claim(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
+        if self._quiet():
+            return
         for claim in (old, new):
             if claim is not None and (claim.get("status") or {}).get("allocation"):
                 self._enqueue_reserved(claim)
@@ -319,6 +336,10 @@ class TaintEviction:
         s = new if new is not None else old
         if s is None:
             return
+        if _has_no_execute(new):
+            self.tainted_slices.add(key_of(s))
+        else:
+            self.tainted_slices.discard(key_of(s))
         pool = _slice_pool(s)[0]
         if not (_has_no_execute(old) or _has_no_execute(new)
                 or any(_has_no_execute(other) for other in self.slices.by_index(BY_POOL, pool))):
@@ -327,6 +348,13 @@ class TaintEviction:
             self._enqueue_reserved(claim)
 
     def _on_rule(self, event: EventType, old: Obj | None, new: Obj | None) -> None:
+        rule = new if new is not None else old
+        if rule is not None:
+            taint = (rule.get("spec") or {}).get("taint") or {}
+            if new is not None and taint.get("effect") == NO_EXECUTE:
+                self.no_execute_rules.add(key_of(rule))
+            else:
+                self.no_execute_rules.discard(key_of(rule))
         if event == "delete" and old is not None:
             self.evicted_by_rule.pop(old["metadata"].get("uid", ""), None)
         elif new is not None and (old is None or old.get("spec") != new.get("spec")

@@ -197,3 +197,34 @@ async def test_rules_without_no_execute_evict_nothing_and_say_what_they_would_do
                 "False", "OtherEffect", "Eviction only happens for the NoExecute effect.")
             assert await terminating(kit, "user") is None
             assert await eviction_events(kit, "user") == []
+
+
+def eviction_adds() -> float:
+    return REGISTRY.get_sample_value("draflow_workqueue_adds_total", {"name": "device-taint-eviction"}) or 0.0
+
+
+async def test_without_no_execute_taints_pod_and_claim_changes_queue_no_eviction_work(kit: Kit) -> None:
+    """No slice has a NoExecute taint and no rule that effect: bound pods and their claims change without
+    an eviction reconcile (before: about two per placed pod, each finding nothing); the first taint still
+    evicts, its slice's event queues the pods it concerns."""
+    node = f"node-{kit.namespace}"
+    controller = await kit.start_controller()
+    before = eviction_adds()
+    await running_on(kit, "quiet", node, "gpu-0")
+    await kit.set_phase("quiet", "Running")
+
+    def caches_current() -> bool:
+        claim = controller.claims.get(f"{kit.namespace}/quiet") or {}
+        bound = controller.pods.get(f"{kit.namespace}/quiet") or {}
+        return ((bound.get("status") or {}).get("phase") == "Running"
+                and bool((claim.get("status") or {}).get("reservedFor")))
+
+    await eventually(caches_current, what="the controller's caches have the bound pod and its claim")
+    assert eviction_adds() == before
+    tainted = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+               "metadata": {"name": f"slice-{kit.namespace}"},
+               "spec": {"driver": DRIVER, "nodeName": node,
+                        "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                        "devices": [{"name": "gpu-0", "taints": [TAINT]}]}}
+    async with cluster_object(kit, RESOURCE_SLICES, tainted):
+        await eventually(lambda: terminating(kit, "quiet"), what="the pod evicted once its device is tainted")
