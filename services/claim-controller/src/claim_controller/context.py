@@ -117,6 +117,16 @@ class AppliedStatuses:
         while len(self._items) > self._size:
             self._items.popitem(last=False)
 
+    def pending(self, cached: Obj) -> bool:
+        """This process applied a status to the pod after the version the cache shows: that write's own
+        watch event is still to come (and queues the pod again). Changes nothing."""
+        meta = cached.get("metadata") or {}
+        entry = self._items.get(str(meta.get("uid", "")))
+        if entry is None:
+            return False
+        seen = _int_rv(meta.get("resourceVersion"))
+        return seen is not None and seen < entry[0]
+
     def landed(self, cached: Obj, names: dict[str, str]) -> bool:
         """Did this process apply exactly ``names`` to the pod after the version the cache shows?"""
         meta = cached.get("metadata") or {}

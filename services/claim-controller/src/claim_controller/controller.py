@@ -5,10 +5,12 @@ pieces of bookkeeping the reconciles cannot reconstruct: the UIDs of deleted pod
 deleted claims (for the ``deleted`` NATS event). What enqueues what:
 
 =================  ==================================================================================
-pod event          the pod (if it has ``spec.resourceClaims`` and is not being deleted); when it is
+pod event          the pod (if it has ``spec.resourceClaims``, is not being deleted and
+                   :func:`~claim_controller.pods.pod_needs_work`: as upstream); when it is
                    deleted or done, also every claim it uses or owns, its extended resource claim too
                    (their reservations may have to go)
-claim event        the claim; every pod that references it by name (index ``byClaim``); its owner pod
+claim event        the claim; every pod that references it by name (index ``byClaim``) and its owner
+                   pod, those that need work
 template event     every pod with a claim from that template (index ``byTemplate``); every PodGroup too
 podgroup event     the PodGroup (``podgroup:<ns>/<name>``) if a claim of it is missing or it is being
                    deleted (``podgroups.needs_sync``); its member pods with claims (index
@@ -69,7 +71,7 @@ from .ownership import (
     referenced_template_names,
 )
 from .podgroups import group_claim_keys, group_template_keys, member_key, needs_sync, sync_pod_group
-from .pods import sync_pod
+from .pods import pod_needs_work, sync_pod
 from .settings import Settings
 from .sharding import EVICTION_SHARD, InFlight, claim_shard, pod_shard_key, shard_of, unlabelled_selector
 
@@ -257,7 +259,6 @@ class Controller:
         meta = claim["metadata"]
         return claim_shard(meta.get("namespace", ""), meta["name"], claim, self.shards)
 
-
     def _add(self, key: str) -> None:
         """Queue ``key`` if this replica holds its shard."""
         if self.shards == 1 or self._shard(key) in self.held:
@@ -321,7 +322,6 @@ class Controller:
             self._protected_group_of(pod)
         if pod is None or not self._wanted_pod(pod):
             return
-        key = key_of(pod)
         if event == "delete":
             self.ctx.deleted_pods.add(pod["metadata"].get("uid", ""))
             self._enqueue_claims_of(pod)
@@ -330,9 +330,15 @@ class Controller:
         if (pod.get("spec") or {}).get("resourceClaims") and not deleting:
             # As upstream: a pod with only an extended resource claim, or one being deleted, needs no
             # sync_pod (it makes no claim for them); their claims are queued below.
-            self._add(POD_PREFIX + key)
+            self._add_pod(pod)
         if pod_is_done(pod) or deleting:
             self._enqueue_claims_of(pod)
+
+    def _add_pod(self, pod: Obj) -> None:
+        """Queue ``pod`` if :func:`~.pods.pod_needs_work` (as upstream's handlers: most events of a placed
+        pod, its status written and its claims allocated and reserved, need no reconcile)."""
+        if pod_needs_work(self.ctx, pod):
+            self._add(POD_PREFIX + key_of(pod))
 
     def _protected_group_of(self, pod: Obj) -> None:
         """A member pod ended: its PodGroup, if being deleted, may lose its protection finalizer."""
@@ -357,10 +363,13 @@ class Controller:
             self.ctx.tombstones.add(key, claim)
         self._add(CLAIM_PREFIX + key)
         for pod in self.ctx.pods_indexed(BY_CLAIM, key):
-            self._add(POD_PREFIX + key_of(pod))
+            self._add_pod(pod)
         owner = owning_pod(claim)
         if owner is not None:
-            self._add(f"{POD_PREFIX}{claim['metadata'].get('namespace', '')}/{owner[0]}")
+            owner_key = f"{claim['metadata'].get('namespace', '')}/{owner[0]}"
+            owner_pod = self.pods.get(owner_key)
+            if owner_pod is None or pod_needs_work(self.ctx, owner_pod):
+                self._add(POD_PREFIX + owner_key)
         if self.pod_groups is not None and self.group_claims:
             for group in self.pod_groups.by_index(BY_CLAIM, key):
                 self._on_pod_group("update", None, group)
@@ -374,7 +383,7 @@ class Controller:
         if event == "delete" or new is None:
             return
         for pod in self.ctx.pods_indexed(BY_TEMPLATE, key_of(new)):
-            self._add(POD_PREFIX + key_of(pod))
+            self._add_pod(pod)
         if self.pod_groups is not None and self.group_claims:
             for group in self.pod_groups.by_index(BY_TEMPLATE, key_of(new)):
                 self._add(POD_GROUP_PREFIX + key_of(group))

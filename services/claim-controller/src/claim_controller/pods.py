@@ -45,7 +45,7 @@ from .ownership import is_generated_for, pod_is_done
 from .podgroups import group_claim
 from .sharding import shard_labels
 
-__all__ = ["PodClaimError", "sync_pod"]
+__all__ = ["PodClaimError", "pod_needs_work", "sync_pod"]
 
 log = get_logger(__name__)
 
@@ -60,6 +60,37 @@ class PodClaimError(TerminalError):
         super().__init__(message, obj=pod)
         self.reason = reason
         self.claim = claim
+
+
+def pod_needs_work(ctx: Context, pod: Obj) -> bool:
+    """Whether :func:`sync_pod` may have something to write or report for ``pod`` as the caches show it
+    (upstream's ``podNeedsWork``, which its event handlers ask before queueing a pod; a little wider).
+
+    False for a pod being deleted, for a pod whose status this process applied and whose update event is
+    still to come (that event asks again), and for a pod whose every needed claim is recorded, in the
+    cache, the pod's own if generated, and (once bound) reserved for it. True otherwise, and always for a
+    PodGroup member. Skipping the others saves the reconciles the pod's own later events used to
+    cause (our status apply, the binding, its claim's allocation), each finding nothing to do."""
+    meta = pod.get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False
+    if pod_group_name(pod):
+        return True
+    if ctx.applied.pending(pod):
+        return False
+    bound = bool((pod.get("spec") or {}).get("nodeName"))
+    namespace = meta.get("namespace", "")
+    for pc in pod_claims(pod):
+        if not pc.needed:
+            continue
+        if pc.claim_name is None:
+            return True  # to make, or to record
+        claim = ctx.claim(namespace, pc.claim_name)
+        if claim is None or (pc.generated and not is_controlled_by(claim, pod)):
+            return True  # to make again, to report, or to read live (another shard's claim)
+        if bound and not is_reserved_for_pod_or_group(claim, pod, ctx.settings.pod_groups):
+            return True  # to reserve, or to ask the allocator for
+    return False
 
 
 async def sync_pod(ctx: Context, namespace: str, name: str) -> Done | RequeueAfter:

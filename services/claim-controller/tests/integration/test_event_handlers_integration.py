@@ -225,3 +225,40 @@ async def test_podgroups_with_workload_claims_off(kit: Kit, handlers: Handlers) 
     labelled = await kit.kube.patch(POD_GROUPS, "workers", {"metadata": {"labels": {"a": "b"}}}, ns)
     await shown(c.pod_groups, labelled)
     assert await drain(c) == set()
+
+
+async def test_a_placed_pods_own_later_events_queue_no_pod(kit: Kit, handlers: Handlers) -> None:
+    """As upstream's ``podNeedsWork``: once a pod's claim is recorded, its own and its claim's later changes
+    (the status write's echo, the allocation, the binding) queue the claim but not the pod; a bound pod
+    whose claim is not reserved for it, or whose claim is gone, is queued. Before: every one queued the pod
+    for a reconcile that found nothing to do (about one per placed pod)."""
+    c = await handlers()
+    ns = kit.namespace
+    p = await kit.create(PODS, pod("placed", {"gpu": {"resourceClaimTemplateName": "t"}}))
+    await shown(c.pods, p)
+    assert await drain(c) == {f"pod:{ns}/placed"}  # its claim to make
+    body = plain_claim("placed-gpu")
+    body["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "placed",
+                                            "uid": p["metadata"]["uid"], "controller": True}]
+    await shown(c.claims, await kit.create(RESOURCE_CLAIMS, body))
+    assert await drain(c) == {f"claim:{ns}/placed-gpu", f"pod:{ns}/placed"}  # not recorded yet
+    recorded = await kit.kube.patch(PODS, "placed", {"status": {"resourceClaimStatuses": [
+        {"name": "gpu", "resourceClaimName": "placed-gpu"}]}}, ns, subresource="status")
+    await shown(c.pods, recorded)
+    assert await drain(c) == set()  # the status write's echo
+    await shown(c.claims, await kit.allocate("placed-gpu", "node-1", p))
+    assert await drain(c) == {f"claim:{ns}/placed-gpu"}  # allocated and reserved (the allocator)
+    await kit.kube.request("POST", f"/api/v1/namespaces/{ns}/pods/placed/binding", body={
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": "placed"},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": "node-1"}})
+    await eventually(lambda: (c.pods.get(f"{ns}/placed") or {}).get("spec", {}).get("nodeName"),
+                     what="the binding in the informer")
+    assert await drain(c) == set()  # bound, its claim reserved for it
+    unreserved = await kit.kube.patch(RESOURCE_CLAIMS, "placed-gpu", {"status": {"reservedFor": None}}, ns,
+                                      subresource="status")
+    await shown(c.claims, unreserved)
+    assert await drain(c) == {f"claim:{ns}/placed-gpu", f"pod:{ns}/placed"}  # to reserve
+    await kit.kube.patch(RESOURCE_CLAIMS, "placed-gpu", {"metadata": {"finalizers": None}}, ns)
+    await kit.kube.delete(RESOURCE_CLAIMS, "placed-gpu", ns)
+    await shown(c.claims, None, f"{ns}/placed-gpu")
+    assert f"pod:{ns}/placed" in await drain(c)  # its claim to make again
