@@ -166,6 +166,12 @@ async def _release_finalizer(ctx: Context, claim: Obj) -> Obj:
     if updated is None:
         return claim
     log.debug("delete-protection finalizer removed")
+    meta = updated.get("metadata") or {}
+    if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        # The last finalizer of a deleted claim: the API server removed the claim with this write. Hidden
+        # until the informer drops it, as after a DELETE; recorded as a live claim, it stayed "there" when
+        # the informer's delete event came first (a live pod's claim was then not made again).
+        ctx.mutations.deleted(updated)
     return updated
 
 

@@ -13,6 +13,7 @@ import pytest_asyncio
 from stub_apiserver import answering
 
 from claim_controller.allocator import AllocatorClient
+from claim_controller.claims import _release_finalizer
 from claim_controller.context import BY_OWNER_UID, Context, DeletedPods
 from claim_controller.events_bus import ClaimEvents
 from claim_controller.ownership import owner_uid
@@ -63,3 +64,26 @@ async def test_an_error_reading_the_recorded_claim_is_raised_not_taken_for_gone(
 
     reply.update(status=404, body=GONE)  # control: NotFound is "gone", nothing owned either: None
     assert await _existing_claim(ctx, POD, pc) is None
+
+
+HELD = {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "p-gpu-x", "namespace": "ns", "uid": "uidclaim1", "resourceVersion": "41",
+                     "deletionTimestamp": "2026-01-01T00:00:00Z",
+                     "finalizers": ["resource.kubernetes.io/delete-protection"],
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p", "uid": "uidpod1",
+                                          "controller": True}]},
+        "spec": {}, "status": {}}
+
+
+async def test_a_claim_its_finalizer_release_deleted_is_gone_for_the_lookups(
+        answers: tuple[dict[str, Any], Context]) -> None:
+    """The API server answers the release of a deleted claim's last finalizer with the claim as it went
+    (``deletionTimestamp``, no finalizers). Before: that answer went into the mutation cache as a live claim,
+    and when the informer had dropped the claim first (its watch event won the race with the answer), the
+    pod's claim stayed "there" for the cache's TTL: a live pod's deleted claim was not made again."""
+    reply, ctx = answers
+    gone = {**HELD, "metadata": {**HELD["metadata"], "resourceVersion": "42", "finalizers": None}}
+    reply.update(status=200, body=gone)
+    await _release_finalizer(ctx, HELD)
+    assert ctx.claim("ns", "p-gpu-x") is None
+    assert ctx.claims_owned_by("uidpod1") == []
