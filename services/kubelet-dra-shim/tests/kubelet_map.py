@@ -63,6 +63,7 @@ COVERED: dict[str, tuple[str, ...]] = {
     "TestPrepareResources/pod is not allowed to use resource claim from podgroup":
         _t(_PODCLAIMS, "test_a_podgroup_claim_is_prepared_for_the_groups_pods_with_the_gate_on"),
     "TestPrepareResources/resource already prepared": _SHARED,
+    "TestPrepareResources/claim UIDs mismatch": _t(_UP_PREPARE, "test_a_claim_of_the_same_name_waits_until_the_old_one_is_unprepared"),
     "TestPrepareResources/should prepare resource, claim not in cache": _PREPARED,
     "TestPrepareResources/should prepare extended resource claim backed by DRA": _EXTENDED_FLOW,
     "TestPrepareResources/should prepare resource for podgroup, claim not in cache": (
@@ -202,7 +203,6 @@ TO_RESTATE: dict[str, str] = {
     "TestPrepareResources/no container uses the claim": "a pod claim no container names is prepared too",
     "TestPrepareResources/should not duplicate devices on prepare retry": "a prepare retried after one driver failed",
     "TestPrepareResources/should timeout": "a NodePrepareResources past --rpc-timeout",
-    "TestPrepareResources/claim UIDs mismatch": "an old claim of the same name still prepared",
     "TestPrepareResourcesWithPreparedAndNewClaim": "a pod with one claim prepared and one new",
     "TestUnprepareResources/unknown driver": "unprepare while the driver is gone, done once it is back",
     "TestUnprepareResources/should timeout": "a NodeUnprepareResources past --rpc-timeout",

@@ -92,3 +92,35 @@ async def test_a_claim_of_a_registered_driver_still_runs_beside_a_failing_one(
     assert env.checkpoint().claims[good].drivers[DRIVER]
     assert bad not in _checkpointed(env)
     assert (await env.kube.get(PODS, "p", namespace=ns))["status"].get("phase") != "Running"
+
+
+async def test_a_claim_of_the_same_name_waits_until_the_old_one_is_unprepared(
+    env: Env, make_namespace: Any
+) -> None:
+    """``TestPrepareResources/claim UIDs mismatch``: while a claim is still prepared on the node (its pod
+    force-deleted, its unprepare failing), a new claim of the same name is refused naming the old UID; it
+    is prepared once the old one is unprepared, and the checkpoint never holds two claims of one name (a
+    kubelet reading it keys claims by namespace and name)."""
+    ns = await make_namespace("shim-reuse")
+    await env.start_shim()
+    cls = await device_class(env.kube, DRIVER)
+    old = (await claim(env.kube, ns, "c", cls))["metadata"]["uid"]
+    p = await pod(env.kube, ns, "p", env.node, ["c"])
+    await _allocate(env, ns, "c", p, [DRIVER])
+    await eventually(lambda: env.driver.spec_path(old).exists())
+
+    env.driver.fail_unprepare["c"] = "device still busy"
+    await env.kube.delete(PODS, "p", namespace=ns, grace_period_seconds=0)
+    await env.kube.delete(RESOURCE_CLAIMS, "c", namespace=ns)
+    new = (await claim(env.kube, ns, "c", cls))["metadata"]["uid"]
+    q = await pod(env.kube, ns, "q", env.node, ["c"])
+    await _allocate(env, ns, "c", q, [DRIVER])
+
+    await eventually(lambda: _event(env, ns, "q", f"different UID {old} still exists"))
+    assert _checkpointed(env) == {old}
+    assert not env.driver.spec_path(new).exists()
+
+    del env.driver.fail_unprepare["c"]
+    await eventually(lambda: _checkpointed(env) == {new})
+    await eventually(lambda: env.driver.spec_path(new).exists())
+    assert not env.driver.spec_path(old).exists()

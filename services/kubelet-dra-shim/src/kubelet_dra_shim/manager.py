@@ -158,6 +158,11 @@ class NodeManager:
         """Every pod UID that holds a claim on this node."""
         return {uid for info in self.claims.values() for uid in info.pod_uids}
 
+    def _same_name(self, namespace: str, name: str) -> ClaimInfo | None:
+        """The recorded claim of that namespace and name, whatever its UID."""
+        return next((i for i in self.claims.values() if i.namespace == namespace and i.claim_name == name),
+                    None)
+
     def claims_of_pod(self, pod_uid: str) -> list[ClaimInfo]:
         return [info for info in self.claims.values() if pod_uid in info.pod_uids]
 
@@ -252,6 +257,14 @@ class NodeManager:
         for cand in candidates:
             meta = cand.claim["metadata"]
             info = self.claims.get(meta["uid"])
+            if info is None and (stale := self._same_name(meta["namespace"], meta["name"])) is not None:
+                # kubelet keys its claims by namespace and name: a claim made again under the same name
+                # waits until the old one is unprepared (its pod force-deleted, its unprepare failing).
+                outcome.failures.append(ClaimFailure(
+                    f"{meta['namespace']}/{meta['name']}", "",
+                    f"old ResourceClaim with same name {meta['name']} and different UID {stale.claim_uid} "
+                    "still exists (previous pod force-deleted?)"))
+                continue
             if info is None:
                 info = ClaimInfo(
                     meta["uid"], meta["name"], meta["namespace"], drivers={d: [] for d in cand.drivers},
