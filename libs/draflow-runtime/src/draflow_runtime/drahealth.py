@@ -79,10 +79,15 @@ def device_reports(resp: object) -> list[DeviceReport]:
             d.device.device_name,
             _STATES.get(d.health, "Unknown"),
             d.message,
-            float(d.health_check_timeout_seconds or DEFAULT_HEALTH_TIMEOUT),
+            _timeout(d.health_check_timeout_seconds),
         )
         for d in resp.devices  # type: ignore[attr-defined]
     ]
+
+
+def _timeout(seconds: int) -> float:
+    """A report's validity: a zero or negative timeout means the default (kubelet v1.37.1)."""
+    return float(seconds) if seconds > 0 else DEFAULT_HEALTH_TIMEOUT
 
 
 async def watch_health(

@@ -7,7 +7,8 @@ registered (:func:`draflow_runtime.drahealth.watch_health`, the client slice-pub
 message is the full list of the driver's devices; devices whose status changed are reported through
 ``on_change(node, driver)`` so the pods using them get their ``allocatedResourcesStatus`` rewritten. A
 device not reported for its ``health_check_timeout_seconds`` (default 30 s) is Unknown; when a stream ends
-the driver's entries are dropped (Unknown), as in kubelet's ``healthinfo.go``.
+the driver's entries are dropped (Unknown), as in kubelet's ``healthinfo.go``; at most
+``MAX_DEVICES_PER_DRIVER`` (kubelet's 16384) devices per driver are kept, further new ones are ignored.
 """
 
 from __future__ import annotations
@@ -19,8 +20,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from draflow_runtime.drahealth import DeviceReport, watch_health
+from draflow_runtime.log import get_logger
 
 from .plugins import Plugin, PluginStore
+
+log = get_logger(__name__)
+
+
+MAX_DEVICES_PER_DRIVER = 16384  # kubelet v1.37.1's cap (healthinfo.go maxDevicesPerDriver)
 
 
 @dataclass
@@ -67,16 +74,25 @@ class NodeHealth:
         now = time.monotonic()
         changed = False
         reported = set()
+        known = sum(1 for k in self._devices if k[0] == driver)
+        ignored = 0
         for pool, device, state, message, timeout in devices:
             key = (driver, pool, device)
-            reported.add(key)
             old = self._devices.get(key)
+            if old is None and known >= MAX_DEVICES_PER_DRIVER:
+                ignored += 1
+                continue
+            known += old is None
+            reported.add(key)
             if old is None or (old.state, old.message) != (state, message):
                 changed = True
             self._devices[key] = DeviceHealth(state, message, now, timeout)
         for key in [k for k in self._devices if k[0] == driver and k not in reported]:
             del self._devices[key]
             changed = True
+        if ignored:
+            log.warning("health report over the device cap, new devices ignored", node=self.node,
+                        driver=driver, limit=MAX_DEVICES_PER_DRIVER, ignored=ignored)
         return changed
 
     def clear(self, driver: str) -> bool:

@@ -100,6 +100,18 @@ def _extended_requests(pod: Mapping[str, Any], container: Mapping[str, Any]) -> 
             and m.get("requestName")]
 
 
+HEALTH_MESSAGE_MAX_LENGTH = 1024  # bytes: kube-apiserver refuses a pod status with a longer message
+
+
+def truncate_health_message(message: str) -> str:
+    """``message`` cut to what kube-apiserver takes, ending in ``...`` when cut (kubelet v1.37.1's
+    ``truncateHealthMessage``; by UTF-8 bytes as the API server counts, never inside a character)."""
+    raw = message.encode()
+    if len(raw) <= HEALTH_MESSAGE_MAX_LENGTH:
+        return message
+    return raw[:HEALTH_MESSAGE_MAX_LENGTH - 3].decode(errors="ignore") + "..."
+
+
 def allocated_resources_status(
     pod: Mapping[str, Any],
     claims: Mapping[str, ClaimInfo],
@@ -109,7 +121,8 @@ def allocated_resources_status(
 
     ``health`` maps (driver, pool, device) to (Healthy|Unhealthy|Unknown, message). One entry per
     container claim reference, named ``claim:<claim>[/<request>]``; resourceID is the device's first
-    CDI ID, else ``<driver>/<pool>/<device>``. Devices with no health report are Unknown.
+    CDI ID, else ``<driver>/<pool>/<device>``. Devices with no health report are Unknown; messages are cut
+    to :data:`HEALTH_MESSAGE_MAX_LENGTH`.
     """
     out: dict[str, list[dict[str, Any]]] = {}
     for container in _containers(pod):
@@ -119,10 +132,11 @@ def allocated_resources_status(
             if info is None:
                 continue
             request = ref.get("request") or ""
+            base = request.split("/", 1)[0]  # devices record the base request of a subrequest
             resources = []
             for driver, devices in sorted(info.drivers.items()):
                 for dev in devices:
-                    if request and dev.request_names and request not in dev.request_names:
+                    if base and dev.request_names and base not in dev.request_names:
                         continue
                     state, message = health.get((driver, dev.pool_name, dev.device_name), ("Unknown", ""))
                     rid = (
@@ -132,7 +146,7 @@ def allocated_resources_status(
                     )
                     item: dict[str, Any] = {"resourceID": rid, "health": state}
                     if message:
-                        item["message"] = message
+                        item["message"] = truncate_health_message(message)
                     resources.append(item)
             name = f"claim:{ref['name']}" + (f"/{request}" if request else "")
             entries.append({"name": name, "resources": resources})
