@@ -82,6 +82,11 @@ class FakeDriver:
         self.prepare_calls = 0
         self.unprepared: list[str] = []  # claim UIDs of every NodeUnprepareResources received
         self.fail_unprepare: dict[str, str] = {}  # claim name -> the error its unprepare answers
+        self.prepared: list[str] = []  # claim UIDs of every NodePrepareResources received
+        self.fail_prepare: dict[str, str] = {}  # claim name -> the error its prepare answers
+        self.answer_nothing: set[str] = set()  # claim names left out of both calls' answers
+        self.abort: str = ""  # when set, both calls fail with gRPC INTERNAL and this message
+        self.held_unprepare: dict[str, asyncio.Event] = {}  # claim name -> its unprepare waits for the event
         self.device_health: dict[tuple[str, str], int] = {}
         self.held: dict[str, asyncio.Event] = {}  # claim name -> prepare of it waits until the event is set
         self.blocked: set[str] = set()  # claim names whose prepare is waiting on ``held`` right now
@@ -213,8 +218,16 @@ class _Dra:
 
     async def NodePrepareResources(self, request: Any, context: Any) -> Any:
         self.d.prepare_calls += 1
+        self.d.prepared.extend(c.uid for c in request.claims)
+        if self.d.abort:
+            await context.abort(grpc.StatusCode.INTERNAL, self.d.abort)
         resp = self.m.NodePrepareResourcesResponse()
         for c in request.claims:
+            if c.name in self.d.answer_nothing:
+                continue
+            if c.name in self.d.fail_prepare:
+                resp.claims[c.uid].error = self.d.fail_prepare[c.name]
+                continue
             devices, error = await self.d.prepare_claim(c.namespace, c.name, c.uid)
             out = resp.claims[c.uid]
             if error:
@@ -232,9 +245,15 @@ class _Dra:
         return resp
 
     async def NodeUnprepareResources(self, request: Any, context: Any) -> Any:
+        if self.d.abort:
+            await context.abort(grpc.StatusCode.INTERNAL, self.d.abort)
         resp = self.m.NodeUnprepareResourcesResponse()
         for c in request.claims:
             self.d.unprepared.append(c.uid)
+            if c.name in self.d.held_unprepare:
+                await self.d.held_unprepare[c.name].wait()
+            if c.name in self.d.answer_nothing:
+                continue
             if c.name in self.d.fail_unprepare:
                 resp.claims[c.uid].error = self.d.fail_unprepare[c.name]
                 continue

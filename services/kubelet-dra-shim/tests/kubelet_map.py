@@ -163,16 +163,38 @@ COVERED.update({
                  "Base request matches base name", "Empty request matches any device")},
 })
 
+_CALLS = SHIM + "test_upstream_driver_calls.py"
+COVERED.update({
+    "TestPrepareResources/driver returns empty result":
+        _t(_CALLS, "test_a_prepare_the_driver_does_not_answer_for_fails_the_claim_until_it_does"),
+    "TestGRPCMethods/internal-error":
+        _t(_CALLS, "test_a_prepare_the_driver_does_not_answer_for_fails_the_claim_until_it_does"),
+    "TestPrepareResources/should timeout":
+        _t(_CALLS, "test_a_prepare_the_driver_does_not_answer_for_fails_the_claim_until_it_does"),
+    "TestGRPCWithTimeoutEnforced":
+        _t(_CALLS, "test_a_prepare_the_driver_does_not_answer_for_fails_the_claim_until_it_does"),
+    "TestUnprepareResources/should fail when driver returns empty response":
+        _t(_CALLS, "test_an_unprepare_the_driver_does_not_answer_for_keeps_the_claim_until_it_does"),
+    "TestUnprepareResources/should timeout":
+        _t(_CALLS, "test_an_unprepare_the_driver_does_not_answer_for_keeps_the_claim_until_it_does"),
+    "TestUnprepareResources/unknown driver":
+        _t(_CALLS, "test_an_unprepare_the_driver_does_not_answer_for_keeps_the_claim_until_it_does"),
+    "TestGRPCMethods/v1beta1":
+        _t(_CALLS, "test_a_claim_is_prepared_and_unprepared_through_a_v1beta1_driver"),
+    "TestPrepareResources/should not duplicate devices on prepare retry":
+        _t(_CALLS, "test_a_retried_prepare_records_each_device_once"),
+    "TestPrepareResourcesWithPreparedAndNewClaim":
+        _t(_CALLS, "test_only_the_new_claim_of_a_pod_is_sent_to_the_driver"),
+    "TestUnprepareResources/should skip unprepare for pod that never prepared the claim":
+        _t(_CALLS, "test_a_pod_that_never_got_the_claim_leaves_it_prepared_when_it_goes"),
+})
+
 # -- deliberate differences (each documented in the README section named in the reason) -----------------------
 
-_PER_CLAIM = ("differs: a failing claim fails alone, the pod's other claims are still prepared, where kubelet "
-              "aborts the whole pod on the first error; README: Per-claim failures")
 _WAITING = ("differs: a claim not there yet, not allocated or not reserved for the pod is waited for (retried, "
             "no Event) where kubelet returns an error; README: Claims not ready are waited for")
 _SLICES = ("differs: ResourceSlices are slice-publisher's (it watches the same registration directory), the "
            "shim never writes or wipes them; README: ResourceSlices are not the shim's")
-_METRICS = ("differs: the shim's metrics are draflow_shim_* (claim operations and driver round trips by "
-            "driver), not kubelet's dra_* series; README: Metrics are not kubelet's")
 _HEALTH_MEMORY = ("differs: device health is kept in memory only (Unknown until the streams report again after "
                   "a restart), kubelet persists its health cache; README: Device health is not persisted")
 
@@ -235,15 +257,7 @@ TO_RESTATE: dict[str, str] = {
     "TestNewManagerImpl/invalid directory path": "start-up with a state directory that cannot be written",
     "TestGetResources/nil claiminfo": "a container's claim the node never prepared",
     "TestGetResources/same claim referenced by multiple requests": "one claim, a container asking for two of its requests",
-    "TestPrepareResources/driver returns empty result": "a driver answering without the claim",
     "TestPrepareResources/no container uses the claim": "a pod claim no container names is prepared too",
-    "TestPrepareResources/should not duplicate devices on prepare retry": "a prepare retried after one driver failed",
-    "TestPrepareResources/should timeout": "a NodePrepareResources past --rpc-timeout",
-    "TestPrepareResourcesWithPreparedAndNewClaim": "a pod with one claim prepared and one new",
-    "TestUnprepareResources/unknown driver": "unprepare while the driver is gone, done once it is back",
-    "TestUnprepareResources/should timeout": "a NodeUnprepareResources past --rpc-timeout",
-    "TestUnprepareResources/should fail when driver returns empty response": "a driver answering without the claim",
-    "TestUnprepareResources/should skip unprepare for pod that never prepared the claim": "a pod that never got the claim goes",
     "TestGetContainerClaimInfos/should fail when claim info is not cached": "as TestGetResources/nil claiminfo",
     "TestHandleWatchResourcesStream/NonAllocatedDeviceChange": "health of a device no pod uses",
     "TestHandleWatchResourcesStream/HealthChangeForDeviceWithShareID": "health of a shared device",
@@ -254,13 +268,9 @@ TO_RESTATE: dict[str, str] = {
     "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationAll/Feature gate disabled during unprepare": "gate switched off between prepare and unprepare",
     "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationNodeUnprepareResources/Feature gate disabled during unprepare": "gate switched off between prepare and unprepare",
     "TestNewClaimInfoSkipNodeOperations/feature gate disabled": "skipNodeOperations with the gate off",
-    "TestGRPCMethods/v1beta1": "prepare through a driver that speaks only v1beta1",
-    "TestGRPCMethods/internal-error": "a driver answering a gRPC error",
-    "TestGRPCWithTimeoutEnforced": "as TestPrepareResources/should timeout",
     "TestCheckpointGetOrCreate/upgraded-structure": "a checkpoint of an older kubelet layout",
     "TestCheckpointGetOrCreate/upgraded-structure-and-version": "a checkpoint of an older kubelet layout",
 }
-del _METRICS, _PER_CLAIM  # used once the cases that need them are mapped
 
 
 def mapping() -> dict[str, tuple[str, ...] | str]:
