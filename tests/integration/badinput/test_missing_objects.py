@@ -9,6 +9,7 @@ from badinput_kit import DRIVER, Stack
 
 from draflow_runtime.dra import claim_names
 from draflow_runtime.kube import DEVICE_CLASSES, PODS, RESOURCE_CLAIMS
+from draflow_testenv.wait import consistently
 
 pytestmark = pytest.mark.integration
 
@@ -64,3 +65,26 @@ async def test_missing_claim_is_reported_and_the_pod_runs_once_it_exists(stack: 
         await stack.flow.wait_running("no-claim")
     finally:
         await stack.kube.delete(PODS, "no-claim", namespace=stack.ns)
+
+
+async def test_a_claim_deleted_under_its_running_pod_stays_allocated_until_the_pod_ends(stack: Stack) -> None:
+    # As upstream: the claim is marked for deletion but keeps its allocation and reservation while the
+    # pod that uses it runs; it goes once the pod is gone.
+    await stack.flow.create_claim("deleted-under")
+    await stack.pod("under", {"gpu": {"resourceClaimName": "deleted-under"}})
+    try:
+        await stack.flow.wait_running("under")
+        await stack.kube.delete(RESOURCE_CLAIMS, "deleted-under", namespace=stack.ns)
+
+        async def held() -> bool:
+            claim = await stack.kube.get(RESOURCE_CLAIMS, "deleted-under", namespace=stack.ns)
+            status = claim.get("status") or {}
+            assert status.get("allocation") and status.get("reservedFor"), status
+            return bool(claim["metadata"].get("deletionTimestamp"))
+
+        await stack.until(held, "claim deleted-under marked for deletion, still allocated")
+        await consistently(held, 3.0, "claim deleted-under held for its running pod")
+        await stack.still_serving()
+    finally:
+        await stack.kube.delete(PODS, "under", namespace=stack.ns)
+    await stack.flow.wait_claim_gone("deleted-under", "claim deleted-under gone after its pod")

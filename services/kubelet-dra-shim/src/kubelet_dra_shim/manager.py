@@ -324,8 +324,14 @@ class NodeManager:
     # --- unprepare --------------------------------------------------------------------------------------
 
     async def unprepare_pod(self, pod_uid: str) -> list[ClaimFailure]:
-        """Drop ``pod_uid`` from its claims and unprepare those no other pod uses. Idempotent."""
-        return await self.release_pods(lambda uid: uid == pod_uid)
+        """Drop ``pod_uid`` from its claims and unprepare those no other pod uses. Idempotent.
+
+        Returns the failures of this pod's own claims only: claims left over from other pods are retried
+        here too, but one whose unprepare keeps failing (its driver is gone) must not hold up every pod
+        deleted after it (the kubelet unprepares per pod; the node's reconcile retries and reports them)."""
+        mine = {claim_key(info) for info in self.claims.values() if pod_uid in info.pod_uids}
+        failures = await self.release_pods(lambda uid: uid == pod_uid)
+        return [f for f in failures if f.claim in mine]
 
     async def release_inactive(self, active_pod_uids: set[str]) -> list[ClaimFailure]:
         """Drop every pod not in ``active_pod_uids`` and unprepare claims left without pods."""
