@@ -189,6 +189,22 @@ COVERED.update({
         _t(_CALLS, "test_a_pod_that_never_got_the_claim_leaves_it_prepared_when_it_goes"),
 })
 
+_ENTRIES = _t(_HEALTH, "test_entries_are_named_after_the_pod_claim_for_renamed_templated_and_shared_claims")
+_ROLLBACK = _t(SHIM + "test_upstream_nodeops.py", "test_a_rollback_of_the_gate_still_skips_the_recorded_unprepare")
+_OLDER_FILE = _t(SHIM + "test_upstream_checkpoint.py", "test_a_file_of_an_older_kubelet_is_read")
+COVERED.update({
+    "TestUpdateAllocatedResourcesStatus/Renamed claim": _ENTRIES,
+    "TestUpdateAllocatedResourcesStatus/Templated claim": _ENTRIES,
+    "TestUpdateAllocatedResourcesStatus/Claim with ShareID": _ENTRIES,
+    "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationAll/Feature gate disabled during unprepare": _ROLLBACK,
+    "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationNodeUnprepareResources/Feature gate disabled during unprepare": _ROLLBACK,
+    "TestCheckpointGetOrCreate/upgraded-structure": _OLDER_FILE,
+    "TestCheckpointGetOrCreate/upgraded-structure-and-version": _OLDER_FILE,
+})
+for _case in list(COVERED):
+    if _case.startswith("TestTruncateHealthMessage/"):
+        COVERED[_case] += _t(SHIM + "test_upstream_health_e2e.py", "test_a_health_message_too_long_for_the_api_server_is_cut")
+
 # -- deliberate differences (each documented in the README section named in the reason) -----------------------
 
 _WAITING = ("differs: a claim not there yet, not allocated or not reserved for the pod is waited for (retried, "
@@ -262,14 +278,7 @@ TO_RESTATE: dict[str, str] = {
     "TestHandleWatchResourcesStream/NonAllocatedDeviceChange": "health of a device no pod uses",
     "TestHandleWatchResourcesStream/HealthChangeForDeviceWithShareID": "health of a shared device",
     "TestHandleWatchResourcesStream/HealthChangeForMultiplePodsWithSharedDevice": "health of a device of a claim shared by pods",
-    "TestUpdateAllocatedResourcesStatus/Renamed claim": "pod claim name differing from the claim's",
-    "TestUpdateAllocatedResourcesStatus/Templated claim": "a template claim's status name",
-    "TestUpdateAllocatedResourcesStatus/Claim with ShareID": "a shared device's resource ID",
-    "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationAll/Feature gate disabled during unprepare": "gate switched off between prepare and unprepare",
-    "TestPrepareUnprepareResourcesSkipNodeOperations/SkipNodeOperationNodeUnprepareResources/Feature gate disabled during unprepare": "gate switched off between prepare and unprepare",
     "TestNewClaimInfoSkipNodeOperations/feature gate disabled": "skipNodeOperations with the gate off",
-    "TestCheckpointGetOrCreate/upgraded-structure": "a checkpoint of an older kubelet layout",
-    "TestCheckpointGetOrCreate/upgraded-structure-and-version": "a checkpoint of an older kubelet layout",
 }
 
 

@@ -216,3 +216,18 @@ def test_a_subrequest_is_reported_under_its_request(request_name: str, reported:
     (entry,) = _status(_pod(request_name), claims, {("d", "p", "a"): ("Healthy", "Device healthy")})
     want = [{"resourceID": "d/gpu=a", "health": "Healthy", "message": "Device healthy"}] if reported else []
     assert entry["resources"] == want
+
+
+def test_entries_are_named_after_the_pod_claim_for_renamed_templated_and_shared_claims() -> None:
+    """TestUpdateAllocatedResourcesStatus/Renamed claim, /Templated claim, /Claim with ShareID: the entry is
+    ``claim:<pod claim name>`` whatever the ResourceClaim is called (generated from a template or not), and
+    a device with a ShareID is reported by its device (CDI ID, else driver/pool/device) as any other."""
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "pu"},
+           "spec": {"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "t"}],
+                    "containers": [{"name": "main", "resources": {"claims": [{"name": "gpu"}]}}]},
+           "status": {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "p-gpu-x7k2"}]}}
+    info = ClaimInfo("cu", "p-gpu-x7k2", "ns", pod_uids={"pu"},
+                     drivers={"d": [PreparedDevice("pool", "dev-shared", [], [], share_id="share-1")]})
+    status = allocated_resources_status(pod, {"gpu": info}, {("d", "pool", "dev-shared"): ("Healthy", "ok")})
+    assert status == {"main": [{"name": "claim:gpu", "resources": [
+        {"resourceID": "d/pool/dev-shared", "health": "Healthy", "message": "ok"}]}]}
