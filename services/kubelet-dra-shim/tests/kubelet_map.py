@@ -55,7 +55,9 @@ _SHIM_READS = _t(_CKPT_KUBELET, "test_shim_reads_every_claim_device_and_pod_of_a
 _UNKNOWN = _t(_UP_PREPARE, "test_a_claim_of_an_unregistered_driver_is_not_recorded_and_its_pod_can_be_deleted")
 
 COVERED: dict[str, tuple[str, ...]] = {
-    "TestNewManagerImpl/valid directory path": _t(_CKPT, "test_read_missing_file_is_none"),
+    "TestNewManagerImpl/valid directory path": (
+        *_t(_CKPT, "test_read_missing_file_is_none"),
+        *_t(SHIM + "test_upstream_checkpoint.py", "test_a_missing_state_directory_is_made_at_start")),
     "TestGetResources/claim info with devices": _CDI_BY_REQUEST,
     "TestGetResources/extended resource claim info with devices": _EXTENDED_CDI,
     "TestPrepareResources/unknown driver": _UNKNOWN,
@@ -205,6 +207,19 @@ for _case in list(COVERED):
     if _case.startswith("TestTruncateHealthMessage/"):
         COVERED[_case] += _t(SHIM + "test_upstream_health_e2e.py", "test_a_health_message_too_long_for_the_api_server_is_cut")
 
+_SHARED_HEALTH = _t(SHIM + "test_upstream_health_shared.py",
+                   "test_a_device_of_two_pods_claims_shows_its_health_in_both_and_no_other_device_shows")
+COVERED.update({
+    "TestNewManagerImpl/invalid directory path": _t(
+        SHIM + "test_upstream_checkpoint.py", "test_a_state_directory_that_cannot_be_made_fails_the_start_naming_it"),
+    "TestPrepareResources/no container uses the claim": _t(_UP_PREPARE, "test_a_claim_no_container_names_is_prepared_too"),
+    "TestHandleWatchResourcesStream/NonAllocatedDeviceChange": _SHARED_HEALTH,
+    "TestHandleWatchResourcesStream/HealthChangeForDeviceWithShareID": _SHARED_HEALTH,
+    "TestHandleWatchResourcesStream/HealthChangeForMultiplePodsWithSharedDevice": _SHARED_HEALTH,
+    "TestNewClaimInfoSkipNodeOperations/feature gate disabled":
+        _t(_NODE_OPERATIONS, "test_with_the_gate_off_a_skipping_claim_fails_with_an_event_and_the_node_does_not_declare_it"),
+})
+
 # -- deliberate differences (each documented in the README section named in the reason) -----------------------
 
 _WAITING = ("differs: a claim not there yet, not allocated or not reserved for the pod is waited for (retried, "
@@ -215,6 +230,11 @@ _HEALTH_MEMORY = ("differs: device health is kept in memory only (Unknown until 
                   "a restart), kubelet persists its health cache; README: Device health is not persisted")
 
 DIFFERS: dict[str, str] = {
+    "TestGetResources/same claim referenced by multiple requests": (
+        "differs: a container naming one claim under two requests that one device serves gets the device's "
+        "CDI ID once (the draflow.dev/cdi-devices annotation), kubelet hands it to the runtime twice "
+        f"({_PODCLAIMS}::test_container_cdi_devices_follow_requests_like_get_resources); "
+        "README: CDI devices are listed once"),
     "TestBuildResourceHealth/message disabled": (
         "differs: the shim always writes the driver's message; kube-apiserver drops it when its "
         "ResourceHealthStatusMessage gate is off, where kubelet leaves it out with its own gate; "
@@ -237,7 +257,13 @@ _LOCKS_NA = ("n/a: Go mutex plumbing; the shim locks per claim on one event loop
 _CACHE_NAME = "n/a: the constructor's arguments; the shim's checkpoint name is fixed (dra_manager_state)"
 _API_REFUSES = "n/a: kube-apiserver refuses a pod whose container names a claim the pod does not list, or a pod claim with neither source"
 
+_READY_ONLY = ("n/a: the simulated kubelet publishes a pod's container devices only once every claim of the pod "
+               "is prepared (PrepareOutcome.ready), from the claims that prepare returned: no container "
+               "names a claim the node does not know")
+
 NOT_APPLICABLE: dict[str, str] = {
+    "TestGetResources/nil claiminfo": _READY_ONLY,
+    "TestGetContainerClaimInfos/should fail when claim info is not cached": _READY_ONLY,
     "TestPrepareResources/should prepare resources, driver returns nil value": _NIL,
     "TestUnprepareResources/should unprepare resource when driver returns nil value": _NIL,
     "TestGetContainerClaimInfos/should fail when claim info not found": _API_REFUSES,
@@ -269,17 +295,7 @@ NOT_APPLICABLE: dict[str, str] = {
 
 # -- not restated yet -------------------------------------------------------------------------------------------
 
-TO_RESTATE: dict[str, str] = {
-    "TestNewManagerImpl/invalid directory path": "start-up with a state directory that cannot be written",
-    "TestGetResources/nil claiminfo": "a container's claim the node never prepared",
-    "TestGetResources/same claim referenced by multiple requests": "one claim, a container asking for two of its requests",
-    "TestPrepareResources/no container uses the claim": "a pod claim no container names is prepared too",
-    "TestGetContainerClaimInfos/should fail when claim info is not cached": "as TestGetResources/nil claiminfo",
-    "TestHandleWatchResourcesStream/NonAllocatedDeviceChange": "health of a device no pod uses",
-    "TestHandleWatchResourcesStream/HealthChangeForDeviceWithShareID": "health of a shared device",
-    "TestHandleWatchResourcesStream/HealthChangeForMultiplePodsWithSharedDevice": "health of a device of a claim shared by pods",
-    "TestNewClaimInfoSkipNodeOperations/feature gate disabled": "skipNodeOperations with the gate off",
-}
+TO_RESTATE: dict[str, str] = {}
 
 
 def mapping() -> dict[str, tuple[str, ...] | str]:

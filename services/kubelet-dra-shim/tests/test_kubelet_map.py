@@ -85,6 +85,7 @@ def test_every_upstream_case_is_mapped_exactly_once() -> None:
     assert not missing, f"{len(missing)} upstream cases not mapped: {missing}"
     assert not twice, f"mapped more than once: {twice}"
     assert not unknown, f"mapped names that are not upstream cases: {unknown}"
+    assert not TO_RESTATE, f"not restated yet: {sorted(TO_RESTATE)}"
 
 
 def test_reasons_say_what_they_are_and_differences_are_in_the_readme() -> None:

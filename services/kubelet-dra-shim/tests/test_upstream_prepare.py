@@ -9,11 +9,12 @@ can then be deleted without the kubelet trying to unprepare through a driver tha
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from helpers import claim, device_class, eventually, pod
-from shimenv import DRIVER, Env, _gone
+from shimenv import DRIVER, Env, _gone, _running
 
 from draflow_runtime.kube import EVENTS, PODS, RESOURCE_CLAIMS
 from kubelet_dra_shim import checkpoint
@@ -124,3 +125,22 @@ async def test_a_claim_of_the_same_name_waits_until_the_old_one_is_unprepared(
     await eventually(lambda: _checkpointed(env) == {new})
     await eventually(lambda: env.driver.spec_path(new).exists())
     assert not env.driver.spec_path(old).exists()
+
+
+async def test_a_claim_no_container_names_is_prepared_too(env: Env, make_namespace: Any) -> None:
+    """``TestPrepareResources/no container uses the claim``: every claim of the pod is prepared, whether a
+    container names it or not; no container gets its devices."""
+    ns = await make_namespace("shim-unused")
+    await env.start_shim()
+    cls = await device_class(env.kube, DRIVER)
+    uid = (await claim(env.kube, ns, "c", cls))["metadata"]["uid"]
+    p = await env.kube.create(PODS, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": ns},
+        "spec": {"nodeName": env.node, "resourceClaims": [{"name": "c", "resourceClaimName": "c"}],
+                 "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.10"}]},
+    }, namespace=ns)
+    await _allocate(env, ns, "c", p, [DRIVER])
+    running = await eventually(lambda: _running(env.kube, ns, "p"))
+    assert env.driver.spec_path(uid).exists() and uid in _checkpointed(env)
+    annotations = running["metadata"].get("annotations") or {}
+    assert json.loads(annotations.get("draflow.dev/cdi-devices", "{}")) == {}

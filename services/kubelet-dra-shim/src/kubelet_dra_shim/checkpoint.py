@@ -284,7 +284,9 @@ class NodeCheckpoint:
 
     async def load(self) -> CheckpointState | None:
         """:func:`read`; a file in the old ``Entries`` layout is rewritten in the kubelet's at once (its
-        boot ID first, beside it). Raises :class:`CheckpointError`."""
+        boot ID first, beside it). The directory is made if missing, so one that cannot be fails here, at
+        start (as kubelet's ``NewManager``), not at the first prepare. Raises :class:`CheckpointError`."""
+        await asyncio.to_thread(self._make_dir)
         state = await asyncio.to_thread(read, self.path)
         self._encoder.changed(None)  # the caller's claims are new objects now
         if state is not None and state.legacy:
@@ -296,6 +298,13 @@ class NodeCheckpoint:
                 kubelet=KUBELET_VERSION,
             )
         return state
+
+    def _make_dir(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise CheckpointError(f"cannot make the checkpoint directory {self.path.parent}: {exc}",
+                                  path=str(self.path)) from exc
 
     def _migrate(self, state: CheckpointState) -> None:
         if state.boot_id:
