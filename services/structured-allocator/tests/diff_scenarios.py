@@ -130,7 +130,7 @@ def _device(
             d["consumesCounters"][0]["compatibilityGroups"] = sorted(groups)
     if rng.random() < 0.15:
         d["taints"] = [{"key": rng.choice(["k1", "k2"]), "value": rng.choice(["v", "w"]),
-                        "effect": rng.choice(["NoSchedule", "NoExecute"])}]
+                        "effect": rng.choice(["NoSchedule", "NoExecute", "NoExecute", "None"])}]
     if rng.random() < 0.08:
         d["bindingConditions"] = ["ready"]
         d["bindingFailureConditions"] = ["failed"]
@@ -183,7 +183,7 @@ def _pools(rng: random.Random, features: set[str]) -> list[dict[str, Any]]:
                                              for cs in counter_sets]})
         for s in range(n_slices):
             devices = []
-            for k in range(rng.randint(0, 5)):
+            for k in range(rng.randint(0, 5)):  # small: the search is exponential on both sides
                 d = _device(rng, f"dev-{s}-{k}", driver, counter_sets, features)
                 if "perDeviceNodeSelection" in scope:
                     _per_device_scope(rng, d)
