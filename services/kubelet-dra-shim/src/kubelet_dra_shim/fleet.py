@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ from .health import NodeHealth
 from .manager import TRACER_NAME, NodeManager
 from .nodeops import GATE as OPTIONAL_NODE_OPERATIONS
 from .nodeops import declared_features
-from .plugins import PluginStore
+from .plugins import Plugin, PluginStore
 from .pods import NodeKey, PodController
 from .registration import registration_watcher
 from .settings import ShimSettings
@@ -92,6 +93,7 @@ class Fleet:
                 workload_claims=gates["DRAWorkloadResourceClaims"],
                 tracer=tracer,
             )
+            store.add_listener(functools.partial(self._plugin_changed, name))
             health = NodeHealth(name, store, self._health_changed) if settings.health else None
             self.nodes[name] = Node(name, store, manager, health)
         self.registry = registration_watcher(
@@ -143,6 +145,12 @@ class Fleet:
 
     def _health_changed(self, node: str, driver: str) -> None:
         self.controller.enqueue_node_pods(node)
+
+    def _plugin_changed(self, node: str, change: str, plugin: Plugin) -> None:
+        """A driver (re)registered: what waits for it (a prepare, an unprepare, also of a pod already gone)
+        is retried now rather than after the queue's backoff (up to 30 s)."""
+        if change == "added":
+            self.controller.enqueue_node(node)
 
     async def start(self) -> None:
         """Load checkpoints, register nodes, discover plugins, sync pods, then start reconciling."""

@@ -168,10 +168,14 @@ class PodController:
         for pod in self.pods.by_index("byNode", node):
             self.queue.add(PodKey(pod["metadata"]["namespace"], pod["metadata"]["name"]))
 
+    def enqueue_node(self, node: str) -> None:
+        """The node's sweep (claims of pods gone from the API) and each of its pods."""
+        self.queue.add(NodeKey(node))
+        self.enqueue_node_pods(node)
+
     def enqueue_all(self) -> None:
         for node in self.managers:
-            self.queue.add(NodeKey(node))
-            self.enqueue_node_pods(node)
+            self.enqueue_node(node)
 
     # --- reconcile ------------------------------------------------------------------------------------
 
