@@ -3,11 +3,12 @@ tests that exist, or a stated difference ("differs: ...") or non-case ("n/a: ...
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from pathlib import Path
 
 from upstream_map import COVERED, DIFFERS, NOT_APPLICABLE, TO_RESTATE, UPSTREAM_CASES
+
+from draflow_testenv.upstreammap import absent_tests, mapping_problems
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -21,13 +22,8 @@ def test_upstream_names_are_unique_and_complete() -> None:
 
 
 def test_every_upstream_case_is_mapped_exactly_once() -> None:
-    places = Counter([*COVERED, *DIFFERS, *NOT_APPLICABLE, *TO_RESTATE])
-    missing = [name for name in UPSTREAM_CASES if name not in places]
-    twice = sorted(name for name, n in places.items() if n > 1)
-    unknown = sorted(set(places) - set(UPSTREAM_CASES))
-    assert not missing, f"{len(missing)} upstream cases not mapped: {missing}"
-    assert not twice, f"mapped more than once: {twice}"
-    assert not unknown, f"mapped names that are not upstream cases: {unknown}"
+    problems = mapping_problems(UPSTREAM_CASES, COVERED, DIFFERS, NOT_APPLICABLE, TO_RESTATE)
+    assert not problems, problems
 
 
 def test_reasons_say_what_they_are() -> None:
@@ -36,14 +32,5 @@ def test_reasons_say_what_they_are() -> None:
 
 
 def test_every_named_test_exists() -> None:
-    named = {test for tests in COVERED.values() for test in tests}
-    named |= {ref for reason in [*DIFFERS.values(), *NOT_APPLICABLE.values()]
-              for ref in re.findall(r"[\w/.-]+\.py::\w+", reason)}
-    absent = []
-    for ref in sorted(named):
-        path, _, function = ref.partition("::")
-        file = ROOT / path
-        if not file.is_file() or not re.search(rf"^(async )?def {function}\(", file.read_text(), re.M):
-            absent.append(ref)
+    absent = absent_tests(ROOT, COVERED, DIFFERS, NOT_APPLICABLE)
     assert not absent, f"named tests that do not exist: {absent}"
-    assert all(COVERED.values()), "a covered case names no test"
