@@ -140,6 +140,23 @@ class Gen(DeviceGen):
             "a": {"resourceClaimTemplateName": rng.choice(templates)},
             "b": {"resourceClaimName": f"{self.tag}-missing"},
             "c": {"resourceClaimTemplateName": f"{self.tag}-no-template"}}))
+        # a claim of that name exists, in another namespace
+        b.elsewhere.append({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                            "metadata": {"name": f"{self.tag}-elsewhere"}, "spec": self.easy_spec()})
+        b.pods.append((f"{self.tag}-wrong-ns", {"c": {"resourceClaimName": f"{self.tag}-elsewhere"}}))
+        if rng.random() < 0.6:
+            group = f"{self.tag}-group"
+            b.groups.append({"apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+                             "metadata": {"name": group},
+                             "spec": {"schedulingPolicy": {"basic": {}}, "resourceClaims": [
+                                 {"name": "c", "resourceClaimTemplateName": rng.choice(templates)}]}})
+            for i in range(rng.choice([1, 3])):
+                member = f"{self.tag}-member{i}"
+                # as the group lists it, or a template of its own (not the group's)
+                listed = b.groups[-1]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"]
+                template = listed if rng.random() < 0.7 else rng.choice(templates)
+                b.pods.append((member, {"c": {"resourceClaimTemplateName": template}}))
+                b.members[member] = group
         if rng.random() < 0.5:
             b.pods.append((f"{self.tag}-many", {f"m{i}": {"resourceClaimTemplateName": rng.choice(templates)}
                                                 for i in range(rng.choice([3, 8]))}))
@@ -155,10 +172,10 @@ class Gen(DeviceGen):
 
     def mutations(self, templates: list[str]) -> None:
         """One or two changes under the pods: the clean pool tainted or emptied, a class's selector
-        swapped for one that errors, a template deleted."""
+        swapped for one that errors, a template or the PodGroup deleted."""
         rng, b = self.rng, self.batch
         clean = b.slices[0]
-        choices = ["taint", "empty", "class", "template"]
+        choices = ["taint", "empty", "class", "template", *(["group"] if b.groups else [])]
         for what in rng.sample(choices, rng.randint(1, 2)):
             if what == "taint":
                 devices = copy.deepcopy(clean["spec"]["devices"])
@@ -172,6 +189,8 @@ class Gen(DeviceGen):
             elif what == "class":
                 b.mutations.append(("class", self.easy, {"spec": {"selectors": [{"cel": {"expression":
                     f'device.driver == "{b.driver}" && device.attributes["{b.driver}"].gone / 0 == 1'}}]}}))
+            elif what == "group":
+                b.mutations.append(("group", b.groups[0]["metadata"]["name"], None))
             else:
                 b.mutations.append(("template", rng.choice(templates), None))
 

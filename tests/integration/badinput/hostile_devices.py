@@ -35,11 +35,15 @@ class Batch:
     claims: list[Obj] = field(default_factory=list)
     pods: list[tuple[str, dict[str, Obj]]] = field(default_factory=list)  # name, claim name -> source
     delete_after: list[str] = field(default_factory=list)
+    groups: list[Obj] = field(default_factory=list)  # PodGroups (scheduling.k8s.io/v1beta1)
+    members: dict[str, str] = field(default_factory=dict)  # pod -> its PodGroup
+    elsewhere: list[Obj] = field(default_factory=list)  # claims made in namespace ``default``
     #: changes once the pods exist: (kind, name, merge patch; None: delete), kind as in ``KINDS``
     mutations: list[tuple[str, str, Obj | None]] = field(default_factory=list)
 
     def count(self) -> int:
-        return len(self.slices) + len(self.classes) + len(self.templates) + len(self.claims) + len(self.pods)
+        return (len(self.slices) + len(self.classes) + len(self.templates) + len(self.claims)
+                + len(self.pods) + len(self.groups) + len(self.elsewhere))
 
 
 def _ident(rng: random.Random, size: int) -> str:
