@@ -153,12 +153,13 @@ KINDS = {"slice": (RESOURCE_SLICES, False), "class": (DEVICE_CLASSES, False),
          "template": (RESOURCE_CLAIM_TEMPLATES, True), "group": (POD_GROUPS, True)}
 
 
-async def _delete_group(stack: Stack, name: str) -> None:
-    """Delete a PodGroup and lift the podgroup-protection finalizer (kube-controller-manager's part, not
-    run here) so it is really gone."""
+async def _delete_group(stack: Stack, name: str, *, lift: bool = True) -> None:
+    """Delete a PodGroup; ``lift``: and lift the podgroup-protection finalizer, as kube-controller-manager
+    (not run here) does once no pod uses the group: only at clean-up, when the batch's pods are gone."""
     with contextlib.suppress(NotFound):
         await stack.kube.delete(POD_GROUPS, name, namespace=stack.ns)
-        await stack.kube.patch(POD_GROUPS, name, {"metadata": {"finalizers": None}}, stack.ns)
+        if lift:
+            await stack.kube.patch(POD_GROUPS, name, {"metadata": {"finalizers": None}}, stack.ns)
 
 
 async def mutate(stack: Stack, b: Batch, out: Outcome) -> None:
@@ -169,7 +170,7 @@ async def mutate(stack: Stack, b: Batch, out: Outcome) -> None:
         ns = stack.ns if namespaced else None
         try:
             if patch is None and kind == "group":
-                await _delete_group(stack, name)
+                await _delete_group(stack, name, lift=False)  # its members still exist
             elif patch is None:
                 await stack.kube.delete(res, name, namespace=ns)
             else:
