@@ -6,9 +6,9 @@ it admits, after the batch is in:
 - the control pod runs (``Stack.still_serving``: placed and prepared while the services chew on the
   batch; every process alive; /healthz answered within ``FROZEN`` s all along: no frozen event loop);
 - then the batch's changes are made under its pods (the clean pool tainted or emptied, a class's selector
-  swapped for one that fails, a template deleted), and every batch pod ends Running or named: a
-  PodScheduled=False condition, a Warning Event of the pod (an Event, if it was evicted), or a service's
-  warning or error log line naming the pod or one of its claims;
+  swapped for one that fails, a template or the PodGroup deleted), and every batch pod ends Running or
+  named: a PodScheduled=False condition, a Warning Event of the pod or of its PodGroup (an Event, if it
+  was evicted), or a service's warning or error log line naming the pod or one of its claims;
 - no device is in two claims, no shared counter over its capacity, no bound pod with a claim that is not
   allocated for its node and reserved for it (the chaos run's invariants). One exception: a claim the
   batch deleted while it was being placed may be gone under its bound pod (kube-apiserver decides a
@@ -120,10 +120,15 @@ async def create(stack: Stack, b: Batch, out: Outcome) -> list[str]:
     return pods
 
 
-async def _named(stack: Stack, pod: str) -> str | None:
-    """How ``pod`` is accounted for: Running, or where its trouble is named (None: nowhere yet)."""
-    events = [e for e in (await stack.kube.list(EVENTS, namespace=stack.ns)).get("items") or []
-              if e["involvedObject"].get("name") == pod]
+async def _named(stack: Stack, pod: str, group: str = "") -> str | None:
+    """How ``pod`` is accounted for: Running, or where its trouble is named (None: nowhere yet). A member
+    of PodGroup ``group`` is also named by a Warning Event of its group (a group claim that cannot be
+    made is reported on the group, as upstream)."""
+    listed = (await stack.kube.list(EVENTS, namespace=stack.ns)).get("items") or []
+    events = [e for e in listed if e["involvedObject"].get("name") == pod]
+    if group:
+        events += [e for e in listed if e["involvedObject"].get("name") == group
+                   and e["involvedObject"].get("kind") == "PodGroup"]
     try:
         obj = await stack.kube.get(PODS, pod, namespace=stack.ns)
     except NotFound:  # evicted (a NoExecute taint): the eviction must be told
@@ -187,7 +192,7 @@ async def check(stack: Stack, b: Batch, pods: list[str], out: Outcome) -> None:
     async def all_named() -> bool:
         for pod in pods:
             if how.get(pod, "log").startswith("log"):  # a log line may turn into a condition: look again
-                found = await _named(stack, pod)
+                found = await _named(stack, pod, b.members.get(pod, ""))
                 if found:
                     how[pod] = found
         return all(pod in how for pod in pods)
