@@ -3,7 +3,7 @@ workloads, each stack on a fresh kube-apiserver + etcd (method: bench/README.md)
 
     .venv/bin/python bench/side_by_side.py [--workloads template stream steady shared celmatch]
         [--stacks draflow upstream upstream+pqh] [--quick | --scale 0.1] [--duration S] [--stall S]
-        [--controller-cpus 0[,1...]] [--apiserver-profile DIR]
+        [--controller-cpus 0[,1...]] [--apiserver-profile DIR] [--py-spy DIR]
 
 Prints one Markdown table per workload (stdout); progress goes to stderr. Numbers are never asserted.
 """
@@ -43,12 +43,16 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--apiserver-profile", type=Path, default=None, metavar="DIR",
                    help="profile kube-apiserver over each measured phase into DIR (pprof chunks, the "
                         "merged top, every request counted; bench/sidebyside/apiprofile.py)")
+    p.add_argument("--py-spy", type=Path, default=None, metavar="DIR", dest="py_spy",
+                   help="py-spy each of draflow's Python services over each measured phase into DIR "
+                        "(raw profiles and a summary of each; bench/sidebyside/pyspy.py)")
     p.add_argument("--loaded", action="store_true", help="say in the output that the machine was loaded")
     return p.parse_args(argv)
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    await ensure_upstream_binaries()  # builds them on first use (hack/binaries.sh)
+    if any(s != "draflow" for s in args.stacks):
+        await ensure_upstream_binaries()  # builds them on first use (hack/binaries.sh)
     scale = 0.1 if args.quick else args.scale
     failed = 0
     for name in args.workloads:
@@ -62,7 +66,8 @@ async def main_async(args: argparse.Namespace) -> int:
             try:
                 results.append(await runner.run_one(w, stack, seed=args.seed, stall=args.stall,
                                                      cpus=args.controller_cpus,
-                                                     profile_dir=args.apiserver_profile))
+                                                     profile_dir=args.apiserver_profile,
+                                                     pyspy_dir=args.py_spy))
             except Exception as exc:
                 failed += 1
                 traceback.print_exc()

@@ -38,7 +38,7 @@ from draflow_runtime.kube import (
 )
 from draflow_testenv.admin import ssl_context
 from draflow_testenv.environment import Environment
-from sidebyside import apiprofile, objects, stacks
+from sidebyside import apiprofile, objects, pyspy, stacks
 from sidebyside.measure import (
     PodTracker,
     cpu_snapshot,
@@ -162,8 +162,10 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float = 180.0,
-                  cpus: set[int] | None = None, profile_dir: Path | None = None) -> Result:
-    """``profile_dir``: profile kube-apiserver over the measured phase into it (:mod:`apiprofile`)."""
+                  cpus: set[int] | None = None, profile_dir: Path | None = None,
+                  pyspy_dir: Path | None = None) -> Result:
+    """``profile_dir``: profile kube-apiserver over the measured phase into it (:mod:`apiprofile`);
+    ``pyspy_dir``: the stack's Python services, with py-spy (:mod:`pyspy`)."""
     result = Result(w.name, stack_name)
     async with Environment(secure_nats=True,
                            apiserver_args=apiprofile.APISERVER_ARGS if profile_dir else ()) as env:
@@ -197,11 +199,17 @@ async def run_one(w: Workload, stack_name: str, *, seed: int = 1, stall: float =
             if profile_dir is not None:
                 profiler = apiprofile.Profiler(env, profile_dir, f"{w.name}-{stack_name}")
                 await profiler.start()
+            spy = None
+            if pyspy_dir is not None:
+                spy = pyspy.PySpy(stack.processes, pyspy_dir, f"{w.name}-{stack_name}")
+                await spy.start()
             if w.mode == "burst":
                 end, client = await measure_burst(kube, w, tracker, stack.scheduler_name, stall, result)
             else:
                 end, client = await measure_steady(kube, w, tracker, stack.scheduler_name, result)
             after = (cpu_snapshot(pids), await metrics.requests())
+            if spy is not None:
+                await spy.stop()
             if profiler is not None:
                 await profiler.stop(before[1], after[1], result.pods)
             result.cpu = {n: after[0][n] - before[0][n] for n in after[0] if n in before[0]}

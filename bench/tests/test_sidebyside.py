@@ -1,15 +1,17 @@
 """The pure parts of the side-by-side benchmark: the correctness check, scheduler_perf's throughput
-formula, the API server request counters, the workload objects."""
+formula, the API server request counters, the workload objects, the py-spy profile summary."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from sidebyside import objects
 from sidebyside.apiprofile import counters, counters_report, requests_report
 from sidebyside.measure import parse_requests, percentile, scheduler_perf_throughput, writes
+from sidebyside.pyspy import summary
 from sidebyside.verify import verify
 from sidebyside.workloads import BY_NAME
 
@@ -175,3 +177,17 @@ def test_table_shows_the_harness_cpu_per_placed_pod_apart_from_the_stacks() -> N
     rows = {c[0].strip("| "): c[1].strip(" |") for c in cells}
     assert rows["this harness CPU per placed pod (ms): pod creators + bound-pod watch"] == "0.8"
     assert rows["stack CPU per placed pod (ms)"] == "9.0"
+
+
+def test_a_py_spy_summary_counts_a_function_once_per_sample_and_its_own_samples_at_the_top(
+        tmp_path: Path) -> None:
+    raw = tmp_path / "p.txt"
+    raw.write_text("main (a.py:1);loop (a.py:2);loop (a.py:2);decide (b.py:3) 3\n"
+                   "main (a.py:1);loop (a.py:2);write (c.py:4) 1\n"
+                   "garbage line\n")
+    text = summary(raw)
+    cumulative, own = text.split("self:")
+    assert text.startswith("4 samples")
+    assert "100.0%  loop (a.py:2)" in cumulative  # in both stacks, counted once in the first
+    assert " 75.0%  decide (b.py:3)" in cumulative and " 25.0%  write (c.py:4)" in cumulative
+    assert " 75.0%  decide (b.py:3)" in own and "loop" not in own
