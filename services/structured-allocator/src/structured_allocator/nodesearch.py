@@ -3,7 +3,10 @@
 :class:`NodeSearch` walks the node names from where the previous decision stopped (kube-scheduler's
 ``percentageOfNodesToScore`` idea): node filters (:mod:`.nodes`), node fit (:mod:`.nodefit`), the
 selectors of the pod's already allocated claims, and a cheap free-device count that skips nodes which
-cannot hold the devices asked for. The nodes that pass are searched with the core
+cannot hold the devices asked for. The count comes first when it can (a node with too few free devices
+is never a candidate, whatever else it passes; most nodes of a filling cluster are such nodes): the other
+checks of a node it skipped run only when nothing fits, for the explanation, which is then the one of
+the checks in kube-scheduler's order. The nodes that pass are searched with the core
 :class:`~.core.Allocator` (the device search, the expensive part), in one of two ways:
 
 * **every node** (the general case): each node is searched as it is walked, until ``nodes_to_find``
@@ -60,9 +63,10 @@ from .scoring import Candidate
 if TYPE_CHECKING:
     from .decision import Decider
 
-__all__ = ["DEVICE_SEARCHES", "YIELD_EVERY", "NodeSearch"]
+__all__ = ["COUNT_FIRST", "DEVICE_SEARCHES", "YIELD_EVERY", "NodeSearch"]
 
 YIELD_EVERY = 0.01  # seconds of searching after which the search yields to the event loop
+COUNT_FIRST = True  # the free-device count before a node's other checks (``NodeSearch.count_first``)
 
 DEVICE_SEARCHES = registered_collector(
     Counter, "draflow_allocator_device_searches",
@@ -112,6 +116,13 @@ class NodeSearch:
         self.start = 0 if only_node else decider.next_start % max(1, len(self.names))
         self.looked = 0  # node names walked
         self.skipped: list[tuple[int, Mapping[str, Any]]] = []  # (free, node) skipped by the device count
+        # The device count first: a node with too few free devices is never a candidate, whatever its
+        # other checks say, so the walk skips it at once; its checks run only if nothing fits, for the
+        # explanation (:meth:`_explain_unchecked`). Not with extended resources (their devices depend
+        # on the node) nor for a pod already bound (one node, no count skip).
+        self.count_first = (COUNT_FIRST and not only_node and extended is None and self.allocator is not None
+                            and bool(to_allocate) and self.needed is not None)
+        self.unchecked: list[Mapping[str, Any]] = []  # nodes the count skipped before their checks
         self.stopped = False  # the deadline passed or the pod went away
         self._last_yield = time.perf_counter()
 
@@ -138,6 +149,8 @@ class NodeSearch:
         best = await (self._ranked(taken) if taken is not None else self._every_node())
         if not self.only_node:
             self.decider.next_start = self.start + self.looked
+        if best is None:
+            self._explain_unchecked()
         if best is not None or not self.skipped or self.allocator is None:
             return best
         # Explain with the device funnel of the skipped node that had the most free devices.
@@ -164,10 +177,10 @@ class NodeSearch:
     async def _next(self) -> _Walked | None:
         """The next node that passes the cheap checks and needs no skipping, or None at the end. Yields
         to the event loop when the search has held it for :data:`YIELD_EVERY` seconds."""
-        state, explanation, pod, only_node = self.state, self.explanation, self.pod, self.only_node
-        extended = self.extended
+        state, only_node, extended = self.state, self.only_node, self.extended
         dra_names = extended.mapping if extended else ()
         names = self.names
+        count_first, needed = self.count_first, self.needed or 0
         while self.looked < len(names):
             await self._pause()
             name = names[(self.start + self.looked) % len(names)]
@@ -175,19 +188,15 @@ class NodeSearch:
             node = state.nodes.get(name) or ({"metadata": {"name": name}} if only_node else None)
             if node is None:
                 continue
-            reason = None if only_node else node_filter_reason(node, pod)
-            if reason:
-                explanation.node_reasons[reason] += 1
+            if count_first:
+                free, total, shared = self._free_devices(name)
+                if not shared and free < needed:
+                    self.unchecked.append(node)
+                    continue
+            if not self._passes(node, dra_names):
                 continue
-            if not only_node and self._does_not_fit(node, dra_names):
-                continue  # before the claims' selectors, as NodeResourcesFit runs before DynamicResources
-            reason = claim_selector_reason(node, self.fixed)
-            if reason:
-                if self.ruled_out is not None:
-                    self.ruled_out.append(node)
-                explanation.node_reasons[reason] += 1
-                continue
-            free, total, shared = self._free_devices(name)
+            if not count_first:
+                free, total, shared = self._free_devices(name)
             claims, node_needed = self.to_allocate, self.needed
             ext = extended.for_node(node, state.usage.allocatable(node).resources) if extended else None
             if ext is not None:
@@ -199,6 +208,34 @@ class NodeSearch:
                 continue
             return _Walked(node, free, total, claims, self.looked)
         return None
+
+    def _passes(self, node: Mapping[str, Any], dra_names: Mapping[str, str] | tuple[()] = ()) -> bool:
+        """The node filters, node fit and the selectors of the pod's allocated claims, in
+        kube-scheduler's order; each reason is counted in the explanation."""
+        explanation, only_node = self.explanation, self.only_node
+        reason = None if only_node else node_filter_reason(node, self.pod)
+        if reason:
+            explanation.node_reasons[reason] += 1
+            return False
+        if not only_node and self._does_not_fit(node, dra_names):
+            return False  # before the claims' selectors, as NodeResourcesFit runs before DynamicResources
+        reason = claim_selector_reason(node, self.fixed)
+        if reason:
+            if self.ruled_out is not None:
+                self.ruled_out.append(node)
+            explanation.node_reasons[reason] += 1
+            return False
+        return True
+
+    def _explain_unchecked(self) -> None:
+        """Nothing fits: the nodes the device count skipped before their other checks get them now, so
+        the explanation (and PostFilter's nodes ruled out) is the one of the walk in kube-scheduler's
+        order: a node that passes them was skipped by the count."""
+        for node in self.unchecked:
+            if self._passes(node):
+                free, _, _ = self._free_devices(node["metadata"]["name"])
+                self.skipped.append((free, node))
+        self.unchecked.clear()
 
     async def _pause(self) -> None:
         """Yield to the event loop (health, leases, informers, writes) when the search has held it for

@@ -133,6 +133,7 @@ class ClusterState:
         self.rules = Informer(kube, DEVICE_TAINT_RULES, name="devicetaintrules") if taint_rules else None
         self.pod_groups = Informer(kube, POD_GROUPS, namespace, name="podgroups") if pod_groups else None
         self._node_order: list[str] | None = None
+        self._classes_by_name: dict[str, dict[str, Any]] | None = None  # until a class changes
         self.pods.add_handler(self._on_pod)
         self.bound_pods.add_handler(self._on_bound_pod)
         self.claims.add_handler(self._on_claim)
@@ -175,7 +176,10 @@ class ClusterState:
         return self._node_order
 
     def classes_by_name(self) -> dict[str, dict[str, Any]]:
-        return {c["metadata"]["name"]: c for c in self.classes.list()}
+        """The cached DeviceClasses by name (one dict until a class changes; never edit it)."""
+        if self._classes_by_name is None:
+            self._classes_by_name = {c["metadata"]["name"]: c for c in self.classes.list()}
+        return self._classes_by_name
 
     def pod_group(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         """The cached PodGroup (None: unknown, or PodGroups are not watched)."""
@@ -252,6 +256,7 @@ class ClusterState:
         self.listener.cluster_changed("podgroup")
 
     def _on_class(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+        self._classes_by_name = None
         self.listener.cluster_changed("class")
 
     def _on_node(self, event: str, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -101,7 +101,7 @@ async def test_crash_between_status_write_and_bind_loses_and_duplicates_nothing(
 
 async def test_invalid_cel_in_device_class_is_reported_while_others_schedule(kit: Kit) -> None:
     node = await kit.node("n")
-    await kit.slice(node, 2)
+    await kit.slice(node, 3)
     await kit.device_class_()
     # Syntax errors are rejected by the API server; a missing attribute fails at runtime (no such key).
     expression = f'device.attributes["{kit.driver}"].nosuch == 1'
@@ -126,6 +126,9 @@ async def test_invalid_cel_in_device_class_is_reported_while_others_schedule(kit
     # the allocator keeps scheduling
     await kit.template_pod("good2", "good")
     assert await kit.wait_bound("good2") == node
+    # the missing class made now: the allocator sees it (its classes by name follow the informer)
+    await kit.device_class_(f"nonexistent-{kit.suffix}")
+    assert await kit.wait_bound("nocls") == node
 
 
 async def test_explanation_of_an_impossible_claim_names_request_and_reason(kit: Kit) -> None:
