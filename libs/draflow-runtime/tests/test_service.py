@@ -1,5 +1,5 @@
-"""run(): signals stop a service cleanly with exit code 0; a crash exits non-zero with a log line; SIGHUP
-restarts it in place with the code as it is on disk now."""
+"""run(): signals stop a service cleanly with exit code 0, on either event loop; a crash exits non-zero
+with a log line; SIGHUP restarts it in place with the code as it is on disk now."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
+
+import pytest
 
 PROGRAM = textwrap.dedent(
     """
@@ -24,13 +26,15 @@ PROGRAM = textwrap.dedent(
             sys.path.insert(0, sys.argv[2])
             import reloadme
             print("version", os.getpid(), reloadme.VERSION, flush=True)
+        if sys.argv[1] == "loop":
+            print("loop", type(asyncio.get_running_loop()).__module__, flush=True)
         try:
             print("ready", flush=True)
             await asyncio.Event().wait()
         finally:
             print("cleaned up", flush=True)
 
-    run(main)
+    run(main, *sys.argv[2:3] if sys.argv[1] == "loop" else ())
     """
 )
 
@@ -57,6 +61,17 @@ async def test_sigterm_cancels_main_runs_cleanup_and_exits_zero() -> None:
     assert code == 0
     assert "cleaned up" in out
     assert '"event": "shutting down"' in err and "SIGTERM" in err
+
+
+@pytest.mark.parametrize(("setting", "module"), [("uvloop", "uvloop"), ("asyncio", "asyncio.unix_events")])
+async def test_the_event_loop_setting_names_the_loop_and_a_signal_stops_it(setting: str, module: str) -> None:
+    proc = await start("loop", setting)
+    assert proc.stdout is not None
+    assert (await proc.stdout.readline()).split() == [b"loop", module.encode()]
+    assert (await proc.stdout.readline()).strip() == b"ready"
+    proc.send_signal(signal.SIGTERM)
+    out, err = await proc.communicate()
+    assert proc.returncode == 0 and b"cleaned up" in out, err.decode()
 
 
 async def test_sigint_exits_zero() -> None:

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import NoReturn, TypeVar
 
 from draflow_runtime.log import configure_logging, get_logger
-from draflow_runtime.settings import ServiceSettings, load_settings
+from draflow_runtime.settings import EventLoop, ServiceSettings, load_settings
 
 __all__ = ["run", "run_service", "supervise"]
 
@@ -73,9 +73,20 @@ async def supervise(main: Callable[[], Awaitable[None]]) -> int:
     return 0
 
 
-def run(main: Callable[[], Awaitable[None]]) -> NoReturn:
-    """``asyncio.run`` the service and exit the process with :func:`supervise`'s code (SIGHUP: re-exec)."""
-    code = asyncio.run(supervise(main))
+def loop_factory(event_loop: EventLoop) -> Callable[[], asyncio.AbstractEventLoop]:
+    """The event loop the ``event_loop`` setting names (:class:`~.settings.ServiceSettings`)."""
+    if event_loop == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def run(main: Callable[[], Awaitable[None]], event_loop: EventLoop = "asyncio") -> NoReturn:
+    """Run the service on the ``event_loop`` named and exit the process with :func:`supervise`'s code
+    (SIGHUP: re-exec)."""
+    with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
+        code = runner.run(supervise(main))
     if code == RESTART_EXIT:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -86,7 +97,7 @@ def run(main: Callable[[], Awaitable[None]]) -> NoReturn:
 def run_service(name: str, settings_cls: type[S], serve: Callable[[S], Awaitable[None]],
                 argv: Sequence[str] | None = None) -> NoReturn:
     """A service's ``main()``: settings from flags/environment (``--help`` exits here), logging, then
-    :func:`run` of ``serve(settings)``."""
+    :func:`run` of ``serve(settings)`` on the event loop the settings name (uvloop by default)."""
     settings = load_settings(settings_cls, argv, prog=name)
     configure_logging(name, settings.log_level, settings.log_format)
-    run(lambda: serve(settings))
+    run(lambda: serve(settings), settings.event_loop)

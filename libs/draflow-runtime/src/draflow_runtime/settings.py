@@ -51,6 +51,7 @@ DEFAULT_DOC_KEY = "default_doc"
 
 LogLevel = Literal["debug", "info", "warning", "error", "critical"]
 LogFormat = Literal["json", "console"]
+EventLoop = Literal["uvloop", "asyncio"]
 HttpAuthMode = Literal["auto", "on", "off"]
 
 
@@ -125,6 +126,11 @@ class ServiceSettings(BaseSettings):
         None, description="Client certificate for NATS mutual TLS (with --nats-tls-key-file)."
     )
     nats_tls_key_file: str | None = Field(None, description="Private key of --nats-tls-cert-file.")
+    event_loop: EventLoop = Field(
+        "uvloop",
+        description="asyncio event loop: uvloop (libuv; its TCP and TLS transports are compiled) or "
+        "asyncio (the standard library's).",
+    )
     log_level: LogLevel = Field("info", description="Minimum log level: debug, info, warning, error.")
     log_format: LogFormat = Field("json", description="Log line format on stderr: json or console.")
     http_port: int = Field(
@@ -168,7 +174,7 @@ class ServiceSettings(BaseSettings):
         json_schema_extra={DEFAULT_DOC_KEY: "<hostname>_<pid>"},
     )
 
-    @field_validator("log_level", "log_format", "http_auth", mode="before")
+    @field_validator("log_level", "log_format", "http_auth", "event_loop", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.lower() if isinstance(value, str) else value
