@@ -17,13 +17,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from draflow_runtime import gcpolicy
 from draflow_runtime.kube import DEVICE_TAINT_RULES, POD_GROUPS, KubeClient
 from draflow_runtime.served import api_served
 from draflow_runtime.service import run_service
 from draflow_runtime.servicecontext import ServiceContext
 from draflow_runtime.shards import ShardCoordinator
 
-from . import gcpolicy
 from .controller import COMPONENT, Controller
 from .events_bus import LINGER
 from .leasecheck import check_lease_access

@@ -15,6 +15,9 @@ kube-apiserver's ``--runtime-config`` turns it on; DeviceTaintRules; ResourcePoo
 
 from __future__ import annotations
 
+import asyncio
+
+from draflow_runtime import gcpolicy
 from draflow_runtime.kube import DEVICE_TAINT_RULES, POD_GROUPS, KubeClient
 from draflow_runtime.served import api_served
 from draflow_runtime.service import run_service
@@ -38,6 +41,7 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
         current.append(scheduler)
         web.attach(scheduler.state, bus if bus.enabled else None)
         AllocationLatency(scheduler.state)
+        freeze = asyncio.create_task(gcpolicy.freeze_when_synced(scheduler.wait_synced))
         try:
             if bus.enabled:
                 await bus.serve(settings.allocate_subject, AllocateResponder(scheduler).handle,
@@ -48,6 +52,7 @@ async def lead(svc: ServiceContext, settings: Settings, explanations: Explanatio
                                            enabled=settings.gates["DRAResourcePoolStatus"]):
                 await scheduler.run()
         finally:
+            freeze.cancel()
             web.detach()
             current.remove(scheduler)
 
@@ -70,6 +75,7 @@ async def served_settings(kube: KubeClient, settings: Settings) -> Settings:
 
 async def serve(settings: Settings) -> None:
     """Run the service until cancelled."""
+    gcpolicy.tune()
     async with ServiceContext(COMPONENT, settings) as svc:
         explanations = ExplanationStore(settings.explanations_kept)
         web = WebView(explanations, jaeger_url=settings.ui_jaeger_url)

@@ -132,12 +132,17 @@ class Scheduler:
         self._failures: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._synced = False
+        self._synced_event = asyncio.Event()
         self.requests = AllocateRequests(self)  # NATS allocate requests, reconciled by the same worker
         self.groups = GroupAttempts(self, enabled=settings.gates["GenericWorkload"])  # pod-group cycles
 
     @property
     def synced(self) -> bool:
         return self._synced
+
+    async def wait_synced(self) -> None:
+        """Until the informers have synced and the pods they hold are queued."""
+        await self._synced_event.wait()
 
     async def run(self) -> None:
         """Sync the informers, then schedule until cancelled."""
@@ -147,6 +152,7 @@ class Scheduler:
                 if self.state.ours(pod):
                     self.queue.add(key_of(pod))
             self._synced = True
+            self._synced_event.set()
             log.info("allocator synced", pods=len(self.state.pods), claims=len(self.state.claims),
                      slices=len(self.state.slices), nodes=len(self.state.nodes))
             await self.runner.run()

@@ -78,9 +78,12 @@ class Kit:
                           explanations=explanations, tracer_provider=tracer_provider)
         task = asyncio.create_task(sched.run(), name="allocator-under-test")
         self.schedulers.append((sched, task))
-        await eventually(lambda: sched.synced or task.done(), what="allocator synced")
+        synced = asyncio.create_task(sched.wait_synced())
+        await asyncio.wait([synced, task], timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        synced.cancel()
         if task.done():
             task.result()
+        assert sched.synced, "allocator not synced after 60 s"
         return sched
 
     def task_of(self, sched: Scheduler) -> asyncio.Task[None]:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from claim_controller import gcpolicy
+from draflow_runtime import gcpolicy
 
 
 @pytest.fixture
