@@ -113,9 +113,10 @@ async def test_an_unprepare_the_driver_does_not_answer_for_keeps_the_claim_until
     """``TestUnprepareResources/should fail when driver returns empty response``, ``.../should timeout``,
     ``.../unknown driver`` (the driver gone when the pod ends): the claim stays in the checkpoint, the pod
     gets a FailedUnprepareDynamicResources Event and is not deleted; once the driver answers (or is back)
-    the claim is unprepared and the pod goes."""
+    the claim is unprepared and the pod goes. Driver gone: the pod is deleted once the shim has seen the
+    driver unregister (before that, an unprepare finds its socket gone: UNAVAILABLE, not "not registered")."""
     ns = await make_namespace("shim-calls")
-    await env.start_shim(rpc_timeout=0.5)
+    fleet = await env.start_shim(rpc_timeout=0.5)
     uid, _ = await _claim_and_pod(env, ns)
     await eventually(lambda: _running(env.kube, ns, "p"))
 
@@ -132,6 +133,8 @@ async def test_an_unprepare_the_driver_does_not_answer_for_keeps_the_claim_until
     else:
         await env.driver.stop()
         text = f"DRA driver {DRIVER} is not registered"
+        store = fleet.nodes[env.node].store
+        await eventually(lambda: store.get(DRIVER) is None)  # the shim saw the driver unregister
     await env.kube.delete(PODS, "p", namespace=ns)
 
     await eventually(_event(env, ns, "p", UNPREPARE_FAILED, text))
