@@ -131,18 +131,17 @@ class Scheduler:
         self._bound: set[str] = set()  # placed, until the informer drops the pod (spec.nodeName set)
         self._failures: dict[str, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._synced = False
-        self._synced_event = asyncio.Event()
+        self._synced = asyncio.Event()  # set once the informers synced and the pods are queued
         self.requests = AllocateRequests(self)  # NATS allocate requests, reconciled by the same worker
         self.groups = GroupAttempts(self, enabled=settings.gates["GenericWorkload"])  # pod-group cycles
 
     @property
     def synced(self) -> bool:
-        return self._synced
+        return self._synced.is_set()
 
     async def wait_synced(self) -> None:
         """Until the informers have synced and the pods they hold are queued."""
-        await self._synced_event.wait()
+        await self._synced.wait()
 
     async def run(self) -> None:
         """Sync the informers, then schedule until cancelled."""
@@ -151,8 +150,7 @@ class Scheduler:
             for pod in self.state.pods.list():
                 if self.state.ours(pod):
                     self.queue.add(key_of(pod))
-            self._synced = True
-            self._synced_event.set()
+            self._synced.set()
             log.info("allocator synced", pods=len(self.state.pods), claims=len(self.state.claims),
                      slices=len(self.state.slices), nodes=len(self.state.nodes))
             await self.runner.run()
