@@ -2,10 +2,12 @@
 """Many more seeds of the allocator's differential check than the test runs (see the allocator README,
 "Differential check against upstream"): draflow's allocator core against upstream's (hack/go-alloc-diff).
 
-    .venv/bin/python hack/alloc-diff.py [--seeds 0:20000] [--show 10]
+    .venv/bin/python hack/alloc-diff.py [--seeds 0:20000] [--show 10] [--timeout 10]
 
 Prints the count per outcome / exclusion rule, then the first disagreements (seed and difference);
-exits 1 if there are any. Rerun one seed with --seeds N:N+1 --show 1 to see it in full.
+exits 1 if there are any. Rerun one seed with --seeds N:N+1 --show 1 to see it in full. Scenarios either
+side could not search within --timeout seconds are listed as timed out (seed 87204: both sides still
+searching after 5 minutes).
 """
 
 from __future__ import annotations
@@ -31,22 +33,35 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=fmt)
     parser.add_argument("--seeds", default="0:20000", help="first:end (end excluded)")
     parser.add_argument("--show", type=int, default=10, help="disagreements to print")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds each side may search one scenario (upstream's "
+                             "DRASchedulerFilterTimeout default); a scenario either side does not finish is "
+                             "counted as 'timeout', not compared; 0: no limit (an exponential case then "
+                             "stops the run)")
     args = parser.parse_args()
     first, end = (int(x) for x in args.seeds.split(":"))
     upstream = Upstream(asyncio.run(ensure_binary("go-alloc-diff", root)))
     seen: collections.Counter[str] = collections.Counter()
     bad: list[tuple[int, str]] = []
+    slow: list[str] = []
     start = time.monotonic()
     try:
         for seed in range(first, end):
             case = scenario(seed)
-            agree, why = compare(case, upstream.run(case), run_draflow(case))
+            if args.timeout > 0:
+                case["timeoutSeconds"] = args.timeout
+            theirs, ours = upstream.run(case), run_draflow(case)
+            agree, why = compare(case, theirs, ours)
+            if why == "timeout":
+                slow.append(f"{seed} (upstream {theirs['outcome']}, draflow {ours['outcome']})")
             seen[why if agree else "DISAGREE"] += 1
             if not agree:
                 bad.append((seed, why))
     finally:
         upstream.close()
     print(f"{end - first} scenarios in {time.monotonic() - start:.1f}s: {dict(seen.most_common())}")
+    if slow:
+        print("timed out:", ", ".join(slow))
     for seed, why in bad[: args.show]:
         print(f"seed {seed}: {why}")
     return 1 if bad else 0

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -40,6 +41,9 @@ type scenario struct {
 	Classes   []*resourceapi.DeviceClass   `json:"classes"`
 	Claims    []*resourceapi.ResourceClaim `json:"claims"`
 	Allocated []*resourceapi.ResourceClaim `json:"allocated"`
+	// TimeoutSeconds > 0 bounds Allocate by a context deadline (the scheduler's DRASchedulerFilterTimeout
+	// does the same); running out answers "timeout".
+	TimeoutSeconds float64 `json:"timeoutSeconds,omitempty"`
 }
 
 type answer struct {
@@ -103,6 +107,11 @@ func run(line []byte) (ans answer) {
 		sc.Node = &v1.Node{}
 	}
 	ctx := context.Background()
+	if sc.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(sc.TimeoutSeconds*float64(time.Second)))
+		defer cancel()
+	}
 	cache := cel.NewCache(10, cel.Features{
 		EnableConsumableCapacity: sc.Features.ConsumableCapacity,
 		EnableListTypeAttributes: sc.Features.ListTypeAttributes,
@@ -113,6 +122,8 @@ func run(line []byte) (ans answer) {
 	}
 	results, err := allocator.Allocate(ctx, sc.Node, sc.Claims)
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return answer{ID: sc.ID, Outcome: "timeout", Error: err.Error()}
 	case errors.Is(err, structured.ErrFailedAllocationOnNode):
 		return answer{ID: sc.ID, Outcome: "failed_on_node", Error: err.Error()}
 	case err != nil:

@@ -21,6 +21,10 @@ section "Differential check against upstream"):
   in CEL); draflow, like "incubating", rejects capacity requests with DRAConsumableCapacity off and
   applies the other two. The API server drops these fields while their gates are off, so only
   scenarios that use them with such a feature set are excluded.
+* ``timeout``: with ``timeoutSeconds`` in the scenario (``hack/alloc-diff.py --timeout``) each side's search
+  stops at that deadline (upstream: a context deadline, as DRASchedulerFilterTimeout; draflow: a
+  :class:`SearchBudget` deadline); a search either side did not finish is counted, not compared. Both
+  searches are exponential in the worst case: without a deadline one such scenario stops the run.
 """
 
 from __future__ import annotations
@@ -28,17 +32,27 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import time
 from datetime import UTC, datetime
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from structured_allocator.core import AllocatedState, AllocationError, Allocator, Features, parse_quantity
+from structured_allocator.core import (
+    AllocatedState,
+    AllocationError,
+    Allocator,
+    Features,
+    SearchBudget,
+    SearchBudgetExhausted,
+    parse_quantity,
+)
 
 RULES = {
     "invalid-pool-unsatisfiable": "upstream: error wrapping ErrFailedAllocationOnNode; draflow: does not fit",
     "stable-pool-order": "upstream's stable allocator visits pools in map order: outcome compared only",
     "stable-ignores-newer-fields": "upstream's stable allocator ignores capacity requests etc.: excluded",
+    "timeout": "a search that ran out of time (scenario timeoutSeconds) on either side is not compared",
 }
 # What upstream's "stable" implementation supports: a feature set within it selects that implementation.
 STABLE = {"AdminAccess", "PrioritizedList", "PartitionableDevices", "DeviceTaints"}
@@ -89,10 +103,14 @@ def run_draflow(scenario: dict[str, Any]) -> dict[str, Any]:
         new_share_id=lambda: "share",
         clock=lambda: FIXED_NOW,
     )
+    timeout = scenario.get("timeoutSeconds")
+    budget = SearchBudget(deadline=time.monotonic() + timeout) if timeout else None
     try:
-        outcome = allocator.allocate(scenario["node"], scenario["claims"])
+        outcome = allocator.allocate(scenario["node"], scenario["claims"], budget=budget)
     except AllocationError as e:
         return {"outcome": "error", "error": f"{type(e).__name__}: {e}"}
+    except SearchBudgetExhausted as e:
+        return {"outcome": "timeout", "error": str(e)}
     if not outcome.fits:
         summary = outcome.explanation.summary if outcome.explanation is not None else ""
         return {"outcome": "unsatisfiable", "error": summary}
@@ -142,6 +160,8 @@ def uses_newer_fields(scenario: dict[str, Any]) -> bool:
 def compare(scenario: dict[str, Any], upstream: dict[str, Any], ours: dict[str, Any]) -> tuple[bool, str]:
     """(agree, why): why names the rule that excused a difference, or describes the disagreement."""
     up, dr = upstream["outcome"], ours["outcome"]
+    if "timeout" in (up, dr):
+        return True, "timeout"
     stable = {k for k, v in scenario["features"].items() if v} <= STABLE
     if up == "failed_on_node" and dr == "unsatisfiable":
         return True, "invalid-pool-unsatisfiable"

@@ -53,3 +53,28 @@ def test_a_different_device_is_a_disagreement(upstream: Upstream) -> None:
     answer["results"][0]["devices"]["results"][0]["device"] = "no-such-device"
     assert compare(case, answer, run_draflow(case))[0] is False
     assert compare(case, {"id": case["id"], "outcome": "unsatisfiable"}, run_draflow(case))[0] is False
+
+
+EXPONENTIAL_SEED = 87204  # both searches still running after 5 minutes: three claims of firstAvailable/All
+
+
+def test_a_search_past_its_deadline_is_a_timeout_on_both_sides(upstream: Upstream) -> None:
+    """With ``timeoutSeconds`` neither side hangs on an exponential case: each answers "timeout", and the
+    comparison counts it under its own rule instead of comparing."""
+    case = scenario(EXPONENTIAL_SEED) | {"timeoutSeconds": 0.5}
+    theirs, ours = upstream.run(case), run_draflow(case)
+    assert theirs["outcome"] == "timeout", theirs
+    assert "context deadline exceeded" in theirs["error"], theirs
+    assert ours["outcome"] == "timeout", ours
+    assert "search budget exhausted" in ours["error"], ours
+    assert compare(case, theirs, ours) == (True, "timeout")
+    # A timeout on one side only is excused too (that side's answer is unknown), and named.
+    assert compare(case, {"id": case["id"], "outcome": "unsatisfiable"}, ours) == (True, "timeout")
+
+
+def test_a_deadline_does_not_change_an_answer_found_in_time(upstream: Upstream) -> None:
+    for seed in range(40):
+        case = scenario(seed)
+        timed = case | {"timeoutSeconds": 30}
+        assert upstream.run(timed)["outcome"] == upstream.run(case)["outcome"], seed
+        assert run_draflow(timed) == run_draflow(case), seed
