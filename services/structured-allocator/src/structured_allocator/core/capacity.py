@@ -24,11 +24,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from fractions import Fraction
+from typing import Literal
 
 from .pools import CapacityInfo, PreparedDevice
 from .quantity import Quantity
 
-__all__ = ["CapacityValueError", "consumed_capacity", "fits_capacity"]
+__all__ = [
+    "CapacityValueError",
+    "Needs",
+    "capacity_needs",
+    "consumed_capacity",
+    "fits_capacity",
+    "fits_in_use",
+]
 
 MAX_INT64 = 2**63 - 1
 MIN_INT64 = -(2**63)
@@ -165,6 +173,44 @@ def consumed_capacity(
     return _resolve(requests, device, fractional)
 
 
+Needs = tuple[tuple[str, Fraction, Fraction], ...]
+
+
+def capacity_needs(
+    requests: Mapping[str, Quantity], device: PreparedDevice, fractional: bool = True
+) -> Needs | Literal[False] | None:
+    """The part of :func:`fits_capacity` that does not depend on what is in use: None if the request
+    names a capacity the device does not have; False if one allocation breaks a capacity's policy;
+    else ``(name, consumed, capacity)`` for every capacity of the device (for :func:`fits_in_use`).
+    Raises :class:`CapacityValueError` on a negative or unrepresentable value."""
+    for name in requests:
+        if name not in device.capacity:
+            return None
+    consumed = _resolve(requests, device, fractional)
+    needs = []
+    for name, cap in device.capacity.items():
+        value = consumed[name]
+        if _violates(value, cap, fractional):
+            return False
+        needs.append((name, value.value, cap.value.value))
+    return tuple(needs)
+
+
+def fits_in_use(
+    needs: Needs, allocated: Mapping[str, Fraction] | None, allocating: Mapping[str, Fraction] | None
+) -> bool:
+    """One more allocation of ``needs`` (:func:`capacity_needs`) fits next to what is in use."""
+    for name, value, cap in needs:
+        total = value
+        if allocated:
+            total += allocated.get(name, 0)
+        if allocating:
+            total += allocating.get(name, 0)
+        if total > cap:
+            return False
+    return True
+
+
 def fits_capacity(
     requests: Mapping[str, Quantity],
     device: PreparedDevice,
@@ -175,19 +221,7 @@ def fits_capacity(
     """True if one more allocation fits; False if not; None if the request names a capacity the
     device does not have (skip the device). Raises :class:`CapacityValueError` on a negative or
     unrepresentable value."""
-    for name in requests:
-        if name not in device.capacity:
-            return None
-    consumed = _resolve(requests, device, fractional)
-    for name, cap in device.capacity.items():
-        value = consumed[name]
-        if _violates(value, cap, fractional):
-            return False
-        total = value.value
-        if allocated:
-            total += allocated.get(name, 0)
-        if allocating:
-            total += allocating.get(name, 0)
-        if total > cap.value.value:
-            return False
-    return True
+    needs = capacity_needs(requests, device, fractional)
+    if needs is None or needs is False:
+        return needs
+    return fits_in_use(needs, allocated, allocating)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from .capacity import CapacityValueError, fits_capacity
+from .capacity import CapacityValueError, Needs, capacity_needs, fits_in_use
 from .cel_env import CelCompileError
 from .constraints import Constraint, Lookup, _raw_attribute, build_constraint
 from .derived import evaluate_memo
@@ -64,6 +64,11 @@ class RunState:
         # requests[claim][request] = [RequestData] (one) or one per subrequest
         self.requests: list[list[list[RequestData]]] = []
         self.selected_sub: dict[tuple[int, int], int] = {}
+        # (id of a RequestData, id of a PreparedDevice) -> selectable: fixed for one run (selectors, binding
+        # conditions, the node) but asked again in every search state that reaches the pair. Both objects
+        # live as long as the run, so their ids are stable keys.
+        self._selectable: dict[tuple[int, int], bool] = {}
+        self._capacity_needs: dict[tuple[int, int], Needs | Literal[False] | None] = {}  # the same keys
         self.constraints: list[list[Constraint]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
@@ -186,6 +191,14 @@ class RunState:
         return claim_key(self.claims[ci])
 
     def selectable(self, rd: RequestData, s: PreparedSlice, d: PreparedDevice) -> bool:
+        """``d`` of slice ``s`` may serve ``rd`` (remembered for the run). Raises on a CEL runtime error."""
+        key = (id(rd), id(d))
+        known = self._selectable.get(key)
+        if known is None:
+            known = self._selectable[key] = self._selectable_now(rd, s, d)
+        return known
+
+    def _selectable_now(self, rd: RequestData, s: PreparedSlice, d: PreparedDevice) -> bool:
         if not self.features.device_binding_and_status and d.binding_conditions:
             return False
         if not selectable(rd, d, self.claim_name(rd.claim_index)):
@@ -197,16 +210,20 @@ class RunState:
         empty device). Raises :class:`InvalidCapacityError` for a negative/unrepresentable value."""
         if not self.features.consumable_capacity:
             return True
+        key = (id(rd), id(d))
         try:
-            return fits_capacity(
-                rd.capacity,
-                d,
-                None if static else self.a.allocated.capacity.get(d.id),
-                None if static else self.allocating_capacity.get(d.id),
-                self.features.fractional_capacity_range,
-            )
-        except CapacityValueError as exc:
-            raise self._capacity_error(rd, d, exc) from exc
+            needs = self._capacity_needs[key]
+        except KeyError:
+            try:
+                needs = capacity_needs(rd.capacity, d, self.features.fractional_capacity_range)
+            except CapacityValueError as exc:
+                raise self._capacity_error(rd, d, exc) from exc
+            self._capacity_needs[key] = needs
+        if needs is None or needs is False:
+            return needs
+        if static:
+            return fits_in_use(needs, None, None)
+        return fits_in_use(needs, self.a.allocated.capacity.get(d.id), self.allocating_capacity.get(d.id))
 
     def _capacity_error(
         self, rd: RequestData, d: PreparedDevice, exc: CapacityValueError
