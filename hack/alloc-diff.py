@@ -7,7 +7,7 @@
 Prints the count per outcome / exclusion rule, then the first disagreements (seed and difference);
 exits 1 if there are any. Rerun one seed with --seeds N:N+1 --show 1 to see it in full. Scenarios either
 side could not search within --timeout seconds are listed as timed out (seed 87204: both sides still
-searching after 5 minutes).
+searching after 4 minutes).
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def test_a_different_device_is_a_disagreement(upstream: Upstream) -> None:
     assert compare(case, {"id": case["id"], "outcome": "unsatisfiable"}, run_draflow(case))[0] is False
 
 
-EXPONENTIAL_SEED = 87204  # both searches still running after 5 minutes: three claims of firstAvailable/All
+EXPONENTIAL_SEED = 87204  # both searches still running after 4 minutes: three claims of firstAvailable/All
 
 
 def test_a_search_past_its_deadline_is_a_timeout_on_both_sides(upstream: Upstream) -> None:

@@ -221,9 +221,8 @@ class RunState:
             self._capacity_needs[key] = needs
         if needs is None or needs is False:
             return needs
-        if static:
-            return fits_in_use(needs, None, None)
-        return fits_in_use(needs, self.a.allocated.capacity.get(d.id), self.allocating_capacity.get(d.id))
+        return fits_in_use(needs, None if static else self.a.allocated.capacity.get(d.id),
+                           None if static else self.allocating_capacity.get(d.id))
 
     def _capacity_error(
         self, rd: RequestData, d: PreparedDevice, exc: CapacityValueError
