@@ -320,7 +320,10 @@ class Controller:
         pod = new if new is not None else old
         if pod is not None and (event == "delete" or pod_is_finished(pod)):
             self._protected_group_of(pod)
-        if pod is None or not self._wanted_pod(pod):
+        if pod is None:
+            return
+        if not self._wanted_pod(pod):
+            self._orphaned_by(event, pod)
             return
         if event == "delete":
             self.ctx.deleted_pods.add(pod["metadata"].get("uid", ""))
@@ -333,6 +336,20 @@ class Controller:
             self._add_pod(pod)
         if pod_is_done(pod) or deleting:
             self._enqueue_claims_of(pod)
+
+    def _orphaned_by(self, event: EventType, pod: Obj) -> None:
+        """A pod without claims of its own that still controls one: the extended resource claim an
+        allocator created and crashed before recording in ``pod.status`` (upstream's garbage collector
+        deletes it by its owner reference; nothing else here would). Gone or done, its claims are queued
+        (an index look-up, only on those two events)."""
+        if event != "delete" and not pod_is_done(pod):
+            return
+        uid = pod["metadata"].get("uid", "")
+        if not self.ctx.claims_owned_by(uid):
+            return
+        if event == "delete":
+            self.ctx.deleted_pods.add(uid)
+        self._enqueue_claims_of(pod)
 
     def _add_pod(self, pod: Obj) -> None:
         """Queue ``pod`` if :func:`~.pods.pod_needs_work` (as upstream's handlers: most events of a placed

@@ -221,3 +221,43 @@ async def test_reservation_of_a_pod_the_cache_does_not_know_is_checked_live(kit:
         return claim if released(claim) else None
 
     await eventually(shared_released, what="reservation of the deleted pod removed")
+
+
+@pytest.mark.parametrize("written", ["created", "allocated"])
+@pytest.mark.parametrize("end", ["deleted", "finished"])
+async def test_an_extended_claim_its_pod_never_named_goes_with_the_pod(kit: Kit, written: str,
+                                                                        end: str) -> None:
+    """The allocator created a pod's extended resource claim (and maybe allocated and reserved it), then
+    died before recording it in ``pod.status.extendedResourceClaimStatus``; the pod, which has no
+    ``spec.resourceClaims``, is deleted or finishes before any allocator looks at it again. Only the
+    claim's owner reference ties it to the pod (upstream's garbage collector deletes it by that): the
+    claim-controller deletes it once the pod is gone or done. Chaos run of 2026-12-04, fault "kill
+    structured-allocator mid-write": two such claims were left behind."""
+    controller = await kit.start_controller()
+    body = pod("ext", {})
+    del body["spec"]["resourceClaims"]
+    body["spec"]["containers"][0]["resources"].update(limits={"example.com/gpu": "1"},
+                                                      requests={"example.com/gpu": "1"})
+    p = await kit.create(PODS, body)
+    claim = plain_claim("ext-extended-resources-x")
+    claim["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    claim["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "ext",
+                                             "uid": p["metadata"]["uid"], "controller": True}]
+    name = (await kit.create(RESOURCE_CLAIMS, claim))["metadata"]["name"]
+    if written == "allocated":
+        await kit.allocate(name, NODE, p)
+
+    async def seen_and_kept() -> bool:  # the controller has looked at the claim and keeps it
+        cached = controller.ctx.claim(kit.namespace, name)
+        return cached is not None and await kit.get(RESOURCE_CLAIMS, name) is not None \
+            and (written == "created" or bool((cached.get("status") or {}).get("reservedFor")))
+
+    await eventually(seen_and_kept, what="claim in the controller's cache")
+    await consistently(seen_and_kept, 0.5, "a live owner keeps its claim")
+
+    if end == "deleted":
+        await kit.kube.delete(PODS, "ext", kit.namespace, grace_period_seconds=0)
+    else:
+        await kit.set_phase("ext", "Succeeded")
+
+    await eventually(lambda: gone(kit, name), what=f"extended claim of the {end} pod gone")
