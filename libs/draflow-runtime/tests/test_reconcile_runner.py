@@ -209,3 +209,52 @@ async def test_runner_returns_when_the_queue_shuts_down() -> None:
     q.shutdown()
     async with asyncio.timeout(5):
         await task
+
+
+async def test_a_cancellation_the_worker_did_not_ask_for_is_retried_and_the_worker_lives_on() -> None:
+    """A library may cancel what a reconcile awaits without anyone cancelling the worker (grpc.aio fails
+    the calls of a channel it closes with CancelledError): a retryable failure like any other. Before,
+    the key was lost and the worker ended silently."""
+    calls: dict[str, int] = {}
+    both_done = asyncio.Event()
+
+    async def reconcile(key: str) -> Done:
+        calls[key] = calls.get(key, 0) + 1
+        if calls[key] == 1:
+            inner = asyncio.ensure_future(asyncio.sleep(60))
+            asyncio.get_running_loop().call_soon(inner.cancel)
+            await inner  # raises CancelledError in this task, which nobody cancelled
+        if calls.keys() == {"a", "b"} and min(calls.values()) >= 2:
+            both_done.set()
+        return Done()
+
+    q = WorkQueue(name="runner-stray-cancel", base_delay=0.001, max_delay=0.01, qps=1e9, burst=10**9)
+    task = asyncio.create_task(Runner("runner-stray-cancel", q, reconcile, workers=1, timeout=5.0).run())
+    q.add("a")
+    q.add("b")
+    async with asyncio.timeout(10):
+        await both_done.wait()  # one worker: it outlived both cancellations and retried both keys
+    assert calls == {"a": 2, "b": 2}
+    q.shutdown()
+    async with asyncio.timeout(10):
+        await task
+
+
+async def test_cancelling_the_runner_still_cancels_a_reconcile_in_flight() -> None:
+    started = asyncio.Event()
+
+    async def reconcile(key: str) -> Done:
+        started.set()
+        await asyncio.sleep(60)
+        return Done()
+
+    q = WorkQueue(name="runner-cancel")
+    task = asyncio.create_task(Runner("runner-cancel", q, reconcile, workers=1, timeout=None).run())
+    q.add("k")
+    async with asyncio.timeout(5):
+        await started.wait()
+    task.cancel()
+    async with asyncio.timeout(5):
+        await asyncio.wait({task})
+    assert task.cancelled()
+    assert q.num_requeues("k") == 0

@@ -14,6 +14,9 @@ raise ``TerminalError``           logged, ``on_terminal(key, err)`` (an Event/co
                                   not retried
 timeout (``timeout=``)            ``add_rate_limited(key)`` (retryable)
 raise anything else               ``add_rate_limited(key)`` (retryable, exponential backoff)
+raise ``CancelledError`` while    retryable, like any error: a library cancelled something the
+nobody cancels the worker         reconcile awaited (grpc.aio fails the calls of a channel it closes
+                                  that way); a cancellation of the worker itself propagates
 ================================  ==============================================================
 
 ``RequeueWithBackoff(base_delay=, max_delay=)`` may scale the backoff of that outcome (default: the
@@ -155,10 +158,12 @@ class Runner:
                 delay = self.queue.add_rate_limited(key)
                 log.warning("reconcile failed, retrying", kind=kind, error=repr(err), retry_in=delay)
             except Exception as err:
-                self._errors["retryable"].inc()
-                delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile failed, retrying", kind="retryable", error=repr(err),
-                            retry_in=delay, exc_info=True)
+                self._retry(key, err)
+            except asyncio.CancelledError as err:
+                task = asyncio.current_task()
+                if task is None or task.cancelling():
+                    raise  # the worker itself is cancelled (shut-down, a shard given up)
+                self._retry(key, err)  # before: the key was lost, and the worker ended silently
             else:
                 if isinstance(result, RequeueWithBackoff):
                     delay = self.queue.add_rate_limited(key, base_delay=result.base_delay,
@@ -173,6 +178,12 @@ class Runner:
                                 result=repr(result))
             finally:
                 self._duration.observe(time.perf_counter() - started)
+
+    def _retry(self, key: Hashable, err: BaseException) -> None:
+        self._errors["retryable"].inc()
+        delay = self.queue.add_rate_limited(key)
+        log.warning("reconcile failed, retrying", kind="retryable", error=repr(err), retry_in=delay,
+                    exc_info=True)
 
     async def _call_on_terminal(self, key: Hashable, err: TerminalError) -> None:
         if self._on_terminal is None:
