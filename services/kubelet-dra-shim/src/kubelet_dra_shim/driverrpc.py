@@ -8,10 +8,17 @@ timed in ``draflow_shim_dra_operation_duration_seconds``; every claim's outcome 
 failed call count as an error of each claim) is counted in ``draflow_shim_claim_operations_total``. The
 caller (:class:`~kubelet_dra_shim.manager.NodeManager`) holds the locks of the claims and owns the
 checkpoint.
+
+A call in flight when its driver deregisters is cut off: the registrar closes the driver's channel, and
+grpc.aio cancels the calls of a channel it closes (the awaiting task sees ``CancelledError`` although
+nobody cancelled it). That is a failed call like any other (:class:`ConnectionClosed`, reported as
+``CANCELLED``, as Go's gRPC fails kubelet's call with ``Canceled: grpc: the client connection is
+closing``), so its claims fail and are retried; a cancellation of the caller's own task still propagates.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +30,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from prometheus_client import Counter, Histogram
 
 from draflow_runtime import tracing
+from draflow_runtime.errors import DraflowError
 from draflow_runtime.log import get_logger
 from draflow_runtime.metrics import registered_collector
 from draflow_runtime.passedclaims import claims_metadata
@@ -68,6 +76,31 @@ class ClaimFailure:
 
 def claim_key(info: ClaimInfo) -> str:
     return f"{info.namespace}/{info.claim_name}"
+
+
+class ConnectionClosed(DraflowError):
+    """A call cut off by the closing of its driver's channel (the driver deregistered mid-call)."""
+
+    def __init__(self, driver: str, endpoint: str, method: str) -> None:
+        super().__init__(f"{method} failed: CANCELLED: the connection to DRA driver {driver} was closed "
+                         "(the driver deregistered)")
+        self.driver = driver
+        self.endpoint = endpoint
+        self.method = method
+
+
+def _failed(method: str, exc: grpc.aio.AioRpcError | ConnectionClosed) -> str:
+    """The message of a call that failed as a whole."""
+    if isinstance(exc, ConnectionClosed):
+        return str(exc)
+    return f"{method} failed: {exc.code().name}: {exc.details()}"
+
+
+def _cancelled_by_caller() -> bool:
+    """True when the current task itself is being cancelled (shutdown, the runner's timeout), not only
+    the gRPC call it awaits."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 
 
 class DriverCalls:
@@ -120,8 +153,8 @@ class DriverCalls:
         try:
             passed = claims_metadata(claims[i.claim_uid] for i in infos if i.claim_uid in claims)
             response = await self._call(plugin, "NodePrepareResources", request, passed)
-        except grpc.aio.AioRpcError as exc:
-            msg = f"NodePrepareResources failed: {exc.code().name}: {exc.details()}"
+        except (grpc.aio.AioRpcError, ConnectionClosed) as exc:
+            msg = _failed("NodePrepareResources", exc)
             for info in infos:
                 await self.events.prepare_failed(info, self.node, driver, pod_key, msg)
             return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
@@ -143,7 +176,8 @@ class DriverCalls:
     async def _call(
         self, plugin: Plugin, method: str, request: Any, metadata: Sequence[tuple[str, Any]] = ()
     ) -> Any:
-        """A unary call with a CLIENT span and the trace context (and ``metadata``) in the gRPC metadata."""
+        """A unary call with a CLIENT span and the trace context (and ``metadata``) in the gRPC metadata.
+        Raises the call's ``AioRpcError``, or :class:`ConnectionClosed` when the channel closed under it."""
         service = plugin.messages.DESCRIPTOR.package + ".DRAPlugin"
         started = time.perf_counter()
         outcome = "error"
@@ -169,6 +203,15 @@ class DriverCalls:
                 span.set_attribute("rpc.grpc.status_code", exc.code().value[0])
                 span.set_status(Status(StatusCode.ERROR, exc.details() or exc.code().name))
                 raise
+            except asyncio.CancelledError as exc:
+                if _cancelled_by_caller():
+                    raise
+                closed = ConnectionClosed(plugin.driver, plugin.endpoint, method)
+                span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.CANCELLED.value[0])
+                span.set_status(Status(StatusCode.ERROR, str(closed)))
+                log.warning("driver call cut off by its channel closing", node=self.node,
+                            driver=plugin.driver, endpoint=plugin.endpoint, method=method)
+                raise closed from exc
             finally:
                 OPERATION_DURATION.labels(method, plugin.driver, outcome).observe(
                     time.perf_counter() - started
@@ -196,8 +239,8 @@ class DriverCalls:
         ):
             try:
                 response = await self._call(plugin, "NodeUnprepareResources", request)
-            except grpc.aio.AioRpcError as exc:
-                msg = f"NodeUnprepareResources failed: {exc.code().name}: {exc.details()}"
+            except (grpc.aio.AioRpcError, ConnectionClosed) as exc:
+                msg = _failed("NodeUnprepareResources", exc)
                 return {i.claim_uid: ClaimFailure(claim_key(i), driver, msg) for i in infos}
         failures: dict[str, ClaimFailure] = {}
         for info in infos:

@@ -166,6 +166,11 @@ class NodeManager:
     def claims_of_pod(self, pod_uid: str) -> list[ClaimInfo]:
         return [info for info in self.claims.values() if pod_uid in info.pod_uids]
 
+    def pods_of_claim(self, claim: str) -> set[str]:
+        """UIDs of the pods recorded for ``claim`` ("<namespace>/<name>"); a claim whose unprepare failed
+        keeps its last pods until every driver unprepared it."""
+        return {uid for info in self.claims.values() if claim_key(info) == claim for uid in info.pod_uids}
+
     # --- prepare ----------------------------------------------------------------------------------------
 
     async def prepare_pod(self, pod: Mapping[str, Any]) -> PrepareOutcome:

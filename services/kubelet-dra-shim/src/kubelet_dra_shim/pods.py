@@ -16,7 +16,10 @@ otherwise                                          prepare its claims; simulated
 =================================================  ===========================================================
 
 A claim that is not ready yet (not generated, not allocated, pod not reserved) is retried after a short,
-growing delay; a driver error becomes a Warning Event on the pod and is retried with backoff.
+growing delay; a driver error becomes a Warning Event on the pod and is retried with backoff. A claim the
+node's sweep fails to unprepare is reported too, on each of its pods that the cache still has (a pod gone
+from the API server has nothing to put an Event on: logged with claim and pod UID); the recorder folds the
+repeats of one failure into one Event's series.
 
 **Nudges** (:meth:`PodController.nudge`, from the NATS ``allocated`` events): the pod is queued at once. If
 the pods watch has not shown it yet, its reconcile reads it live from the API server (``GET``), and until
@@ -240,8 +243,23 @@ class PodController:
             if where == node and uid not in active:
                 del self._running_written[uid]
         if failures:
+            await self._report_unprepare_failures(node, failures)
             raise UnprepareFailed(f"node {node}", failures)
         return Done()
+
+    async def _report_unprepare_failures(self, node: str, failures: list[ClaimFailure]) -> None:
+        """A Warning Event for each failure on every pod of its claim that the cache still has (the
+        claim keeps its last pods until it is unprepared); a pod gone from it is only logged."""
+        manager = self.managers[node]
+        cached = {p["metadata"]["uid"]: p for p in self.pods.by_index("byNode", node)}
+        for f in failures:
+            for uid in sorted(manager.pods_of_claim(f.claim)):
+                pod = cached.get(uid)
+                if pod is not None:
+                    await self._event(pod, FAILED_UNPREPARE_REASON, f)
+                else:
+                    log.warning("claim not unprepared for a pod gone from the API server", node=node,
+                                claim=f.claim, pod_uid=uid, driver=f.driver, error=f.message)
 
     async def _reconcile_pod(self, key: PodKey, pod: dict[str, Any]) -> ReconcileResult:
         manager = self.managers[pod_node(pod)]
