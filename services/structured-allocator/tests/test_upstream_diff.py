@@ -55,6 +55,27 @@ def test_a_different_device_is_a_disagreement(upstream: Upstream) -> None:
     assert compare(case, {"id": case["id"], "outcome": "unsatisfiable"}, run_draflow(case))[0] is False
 
 
+FOREIGN_COUNTER_SLICE_SEED = 107272  # pool-0's counter slice targets node-2; an All request on node-1
+
+
+def test_a_counter_slice_of_another_node_counts_only_for_upstreams_stable_allocator(
+    upstream: Upstream,
+) -> None:
+    """Upstream's "stable" implementation (selected when DRAConsumableCapacity and the binding-condition
+    gates are off) gathers a ``sharedCounters`` slice whatever node it targets, so another node's
+    incomplete pool fails an ``All`` request here; "incubating" (kube-scheduler's default gates) leaves
+    that slice out, as draflow always does. The same scenario agrees under the default gates."""
+    case = scenario(FOREIGN_COUNTER_SLICE_SEED)
+    theirs, ours = upstream.run(case), run_draflow(case)
+    assert theirs["outcome"] == "error" and "currently being updated" in theirs["error"], theirs
+    assert ours["outcome"] == "unsatisfiable", ours
+    assert compare(case, theirs, ours) == (True, "stable-foreign-counter-slices")
+    incubating = case | {"features": case["features"] | {"ConsumableCapacity": True}}
+    theirs = upstream.run(incubating)
+    assert theirs["outcome"] == "unsatisfiable", theirs
+    assert compare(incubating, theirs, run_draflow(incubating)) == (True, "unsatisfiable")
+
+
 EXPONENTIAL_SEED = 87204  # both searches still running after 4 minutes: three claims of firstAvailable/All
 
 
