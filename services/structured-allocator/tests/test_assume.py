@@ -64,7 +64,7 @@ def test_shared_allocations_add_and_remove_consumed_capacity() -> None:
     result = {"request": "gpu", "driver": "gpu.example.com", "pool": "node-1", "device": "gpu-0",
               "shareID": "00000000-0000-0000-0000-000000000001", "consumedCapacity": {"memory": "10Gi"}}
     cache.observe_claim(_claim("u1", {"devices": {"results": [result]}}))
-    assert cache.state.capacity[GPU0]["memory"] == 10 * 2**30
+    assert cache.state.capacity[GPU0]["memory"] == 10 * 2**30 * 10**9  # in nano units
     cache.observe_claim(None, uid="u1")
     assert GPU0 not in cache.state.capacity and not cache.state.shared
 

@@ -4,7 +4,7 @@ from fractions import Fraction
 
 import pytest
 
-from structured_allocator.core.quantity import QuantityError, parse_quantity
+from structured_allocator.core.quantity import QuantityError, nano_units, parse_quantity
 from structured_allocator.core.semver import SemverError, parse_semver
 
 
@@ -75,3 +75,16 @@ def test_semver_strict_rejects(text: str) -> None:
 def test_semver_normalize() -> None:
     assert str(parse_semver("v1.2", normalize=True)) == "1.2.0"
     assert str(parse_semver("01.02.03", normalize=True)) == "1.2.3"
+
+
+@pytest.mark.parametrize(("text", "nano"), [
+    ("1", 10**9), ("1n", 1), ("1.5Gi", 1536 * 2**20 * 10**9), ("0.1Ki", 102_400_000_000), ("-2m", -2_000_000),
+    ("1e-12", 1), ("3E", 3 * 10**27),
+])
+def test_nano_units_of_parsed_quantities_are_exact(text: str, nano: int) -> None:
+    assert nano_units(parse_quantity(text).value) == nano
+
+
+def test_nano_units_refuses_a_value_finer_than_a_nano_unit() -> None:
+    with pytest.raises(ValueError, match="nano units"):
+        nano_units(Fraction(1, 3))

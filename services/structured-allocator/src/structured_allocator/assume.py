@@ -32,12 +32,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any
 
 from draflow_runtime.dra import allocation_results as _results
 
-from .core import AllocatedState, DeviceID, parse_quantity
+from .core import AllocatedState, DeviceID
 
 __all__ = ["AssumeCache", "Assumed"]
 
@@ -254,9 +253,7 @@ class AssumeCache:
                 if key not in state.shared:
                     continue
                 state.shared.discard(key)
-                consumed = state.capacity.get(did, {})
-                for name, value in (result.get("consumedCapacity") or {}).items():
-                    consumed[name] = consumed.get(name, Fraction(0)) - parse_quantity(value).value
+                state.count_capacity(did, result, -1)
                 if not any(d == did for d, _ in state.shared):
                     state.capacity.pop(did, None)
             elif not result.get("adminAccess"):

@@ -55,7 +55,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from fractions import Fraction
 from typing import Any
 
 from .capacity import CapacityValueError, consumed_capacity
@@ -63,6 +62,7 @@ from .cel_env import CelCache, CelCompileError
 from .derived import DerivedExpression, compile_derived
 from .groups import Baseline, baseline
 from .pools import Pool, PreparedDevice, PreparedSlice
+from .quantity import nano_units
 from .requests import RequestData
 from .results import allocation_result
 from .run_state import RunState
@@ -107,7 +107,8 @@ class Allocator:
         self.new_share_id = new_share_id or (lambda: str(uuid.uuid4()))
         self.clock = clock or (lambda: datetime.now(UTC))
         self.last_timestamp: tuple[int, str] | None = None  # results._timestamp: (second, its text)
-        self._available_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        # (driver, pool) -> (what allocated devices left of each counter, in nano units; all of them >= 0)
+        self._available_counters: dict[tuple[str, str], tuple[dict[str, dict[str, int]], bool]] = {}
         self._group_baselines: dict[tuple[str, str], Baseline] = {}
         self._derived: dict[str, DerivedExpression | CelCompileError] = {}
         # RunState._validated: (claim, indices, request name, id(spec)) -> (spec, validated request)
@@ -129,23 +130,26 @@ class Allocator:
         return run.execute()
 
     # Counter availability depends only on the allocated state: cached per pool.
-    def available_counters(self, pool: Pool) -> dict[str, dict[str, Fraction]]:
+    def available_counters(self, pool: Pool) -> tuple[dict[str, dict[str, int]], bool]:
+        """What the allocated devices left of each counter of ``pool`` (nano units; negative when they
+        overdraw it), and whether every counter is still >= 0: none is overdrawn before this run adds
+        a device, so after it only the counters the new device consumes can be (RunState.counters_ok)."""
         key = (pool.driver, pool.pool)
         cached = self._available_counters.get(key)
         if cached is None:
-            cached = {name: dict(counters) for name, counters in pool.counter_sets.items()}
+            available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
             for s in [*pool.slices, *pool.slices_not_targeting]:
                 for d in s.devices:
                     if not d.consumes or not self.allocated.is_allocated(d.id):
                         continue
                     for set_name, counters in d.consumes:
-                        available = cached.get(set_name, {})
+                        left = available.get(set_name, {})
                         for name, value in counters.items():
-                            if name in available:
-                                available[name] -= value
-            self._available_counters[key] = cached
+                            if name in left:
+                                left[name] -= value
+            ok = all(value >= 0 for counters in available.values() for value in counters.values())
+            cached = self._available_counters[key] = (available, ok)
         return cached
-
 
     def group_baseline(self, pool: Pool) -> Baseline:
         """Compatibility groups of the pool's allocated devices (cached like counters)."""
@@ -177,6 +181,7 @@ class _Run(RunState):
         # remembered per node by the index until a slice, the node's labels or the features change
         gathered = self.a.index.node_pools(self.node, self.features)
         self.pools, self.candidates = gathered.pools, gathered.candidates
+        self.taken = [None] * len(self.candidates)
         for ci, claim in enumerate(self.claims):
             self._validate_claim(ci, claim)
         if self.budget is not None:
@@ -255,14 +260,19 @@ class _Run(RunState):
             if not done:
                 undo()
             return done
-        for index in range(start, len(self.candidates)):
+        candidates, taken, allocating = self.candidates, self.taken, self.allocating
+        for index in range(start, len(candidates)):
             self._step()
-            pool, s, d = self.candidates[index]
+            pool, s, d = candidates[index]
             if rd.admin_access:
-                if ci in self.allocating.get(d.id, ()):
+                if ci in allocating.get(d.id, ()):
                     continue
-            elif self.in_use(d.id):
-                continue
+            else:  # RunState.in_use, its fixed part remembered per candidate (a third of its cost)
+                before = taken[index]
+                if before is None:
+                    before = taken[index] = self.taken_before(d.id)
+                if before or allocating.get(d.id):
+                    continue
             if not self.selectable(rd, s, d):
                 continue
             if self.capacity_ok(rd, d) is not True:
@@ -287,7 +297,7 @@ class _Run(RunState):
         multi = self.features.consumable_capacity and d.allow_multi
         if not multi and rd.admin_access and ci in self.allocating.get(d.id, ()):
             return None
-        if not rd.admin_access and self.in_use(d.id):
+        if must and not rd.admin_access and self.in_use(d.id):  # the candidate loop checked it already
             return None
         if s.skip_node_operations and not self.node_operations_optional:
             return None
@@ -358,19 +368,19 @@ class _Run(RunState):
                 result["bindingConditions"] = list(d.binding_conditions)
             if d.binding_failure_conditions:
                 result["bindingFailureConditions"] = list(d.binding_failure_conditions)
-        consumed: dict[str, Fraction] | None = None
+        consumed: dict[str, int] | None = None  # nano units, as allocating_capacity
         if multi:
             try:
                 quantities = consumed_capacity(rd.capacity, d, self.features.fractional_capacity_range)
             except CapacityValueError as exc:  # checked before; kept fail-closed
                 raise self._capacity_error(rd, d, exc) from exc
-            consumed = {k: q.value for k, q in quantities.items()}
+            consumed = {k: nano_units(q.value) for k, q in quantities.items()}
             result["shareID"] = self.a.new_share_id()
             if quantities:
                 result["consumedCapacity"] = {k: q.canonical() for k, q in quantities.items()}
             target = self.allocating_capacity.setdefault(d.id, {})
             for k, v in consumed.items():
-                target[k] = target.get(k, Fraction(0)) + v
+                target[k] = target.get(k, 0) + v
             self.allocating_shares[d.id] = self.allocating_shares.get(d.id, 0) + 1
         self.results[ci].append(result)
         self.result_devices[ci].append((s, d))

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Literal
 
 from .pools import CapacityInfo, PreparedDevice
-from .quantity import Quantity
+from .quantity import Quantity, nano_units
 
 __all__ = [
     "CapacityValueError",
@@ -173,7 +173,7 @@ def consumed_capacity(
     return _resolve(requests, device, fractional)
 
 
-Needs = tuple[tuple[str, Fraction, Fraction], ...]
+Needs = tuple[tuple[str, int, int], ...]  # (capacity, consumed, the device's) in nano units
 
 
 def capacity_needs(
@@ -181,7 +181,8 @@ def capacity_needs(
 ) -> Needs | Literal[False] | None:
     """The part of :func:`fits_capacity` that does not depend on what is in use: None if the request
     names a capacity the device does not have; False if one allocation breaks a capacity's policy;
-    else ``(name, consumed, capacity)`` for every capacity of the device (for :func:`fits_in_use`).
+    else ``(name, consumed, capacity)`` for every capacity of the device in nano units (for
+    :func:`fits_in_use`).
     Raises :class:`CapacityValueError` on a negative or unrepresentable value."""
     for name in requests:
         if name not in device.capacity:
@@ -192,14 +193,15 @@ def capacity_needs(
         value = consumed[name]
         if _violates(value, cap, fractional):
             return False
-        needs.append((name, value.value, cap.value.value))
+        needs.append((name, nano_units(value.value), nano_units(cap.value.value)))
     return tuple(needs)
 
 
 def fits_in_use(
-    needs: Needs, allocated: Mapping[str, Fraction] | None, allocating: Mapping[str, Fraction] | None
+    needs: Needs, allocated: Mapping[str, int] | None, allocating: Mapping[str, int] | None
 ) -> bool:
-    """One more allocation of ``needs`` (:func:`capacity_needs`) fits next to what is in use."""
+    """One more allocation of ``needs`` (:func:`capacity_needs`) fits next to what is in use (nano
+    units, as :attr:`~.types.AllocatedState.capacity`)."""
     for name, value, cap in needs:
         total = value
         if allocated:
@@ -214,8 +216,8 @@ def fits_in_use(
 def fits_capacity(
     requests: Mapping[str, Quantity],
     device: PreparedDevice,
-    allocated: Mapping[str, Fraction] | None,
-    allocating: Mapping[str, Fraction] | None,
+    allocated: Mapping[str, int] | None,
+    allocating: Mapping[str, int] | None,
     fractional: bool = True,
 ) -> bool | None:
     """True if one more allocation fits; False if not; None if the request names a capacity the

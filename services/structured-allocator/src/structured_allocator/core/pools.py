@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from .cel_env import device_input
 from .nodesel import node_matches, node_selector_matches
-from .quantity import Quantity, parse_quantity
+from .quantity import Quantity, nano_units, parse_quantity
 from .types import DeviceID, Features
 
 if TYPE_CHECKING:
@@ -109,10 +108,12 @@ class PreparedDevice:
         self.capacity: dict[str, CapacityInfo] = {
             k: _capacity_info(v) for k, v in (raw.get("capacity") or {}).items()
         }
-        self.consumes: list[tuple[str, dict[str, Fraction]]] = [
+        # Counter values in whole nano units (:func:`~.quantity.nano_units`: exact, integer arithmetic).
+        self.consumes: list[tuple[str, dict[str, int]]] = [
             (
                 c["counterSet"],
-                {n: parse_quantity(v["value"]).value for n, v in (c.get("counters") or {}).items()},
+                {n: nano_units(parse_quantity(v["value"]).value)
+                 for n, v in (c.get("counters") or {}).items()},
             )
             for c in raw.get("consumesCounters") or []
         ]
@@ -165,8 +166,9 @@ class PreparedSlice:
         self.all_nodes: bool = bool(spec.get("allNodes", False))
         self.per_device: bool = bool(spec.get("perDeviceNodeSelection", False))
         self.skip_node_operations: list[str] = list(spec.get("skipNodeOperations") or [])
-        self.shared_counters: list[tuple[str, dict[str, Fraction]]] = [
-            (cs["name"], {n: parse_quantity(v["value"]).value for n, v in (cs.get("counters") or {}).items()})
+        self.shared_counters: list[tuple[str, dict[str, int]]] = [  # nano units, as PreparedDevice.consumes
+            (cs["name"], {n: nano_units(parse_quantity(v["value"]).value)
+                          for n, v in (cs.get("counters") or {}).items()})
             for cs in spec.get("sharedCounters") or []
         ]
         self.devices = [PreparedDevice(self.driver, self.pool, d) for d in spec.get("devices") or []]
@@ -199,7 +201,7 @@ class Pool:
     invalid_reason: str = ""
     slices: list[PreparedSlice] = field(default_factory=list)  # device slices targeting the node
     slices_not_targeting: list[PreparedSlice] = field(default_factory=list)
-    counter_sets: dict[str, dict[str, Fraction]] = field(default_factory=dict)
+    counter_sets: dict[str, dict[str, int]] = field(default_factory=dict)  # nano units
 
     @property
     def id(self) -> str:

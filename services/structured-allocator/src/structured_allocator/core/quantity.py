@@ -21,7 +21,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-__all__ = ["BINARY_SI", "DECIMAL_EXPONENT", "DECIMAL_SI", "Quantity", "QuantityError", "parse_quantity"]
+__all__ = [
+    "BINARY_SI", "DECIMAL_EXPONENT", "DECIMAL_SI", "Quantity", "QuantityError", "nano_units",
+    "parse_quantity",
+]
 
 BINARY_SI = "BinarySI"
 DECIMAL_SI = "DecimalSI"
@@ -88,6 +91,17 @@ class Quantity:
 def parse_quantity(text: str) -> Quantity:
     """Parse a quantity string; raises :class:`QuantityError` on malformed input."""
     return _parse(text)
+
+
+def nano_units(value: Fraction) -> int:
+    """A quantity's value as a whole number of ``1n``, for sums and comparisons in plain integers where
+    a :class:`~fractions.Fraction` costs microseconds each (the allocator's counters and consumable
+    capacity). Exact for every parsed value (parsing rounds finer precision up to ``1n``) and for sums
+    and policy roundings of them (multiples of ``1m`` or whole numbers)."""
+    scaled = value / _NANO
+    if scaled.denominator != 1:
+        raise ValueError(f"{value} is not a whole number of nano units")
+    return scaled.numerator
 
 
 @lru_cache(maxsize=4096)

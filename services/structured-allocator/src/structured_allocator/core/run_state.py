@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any, Literal
 
 from .capacity import CapacityValueError, Needs, capacity_needs, fits_in_use
@@ -61,6 +60,8 @@ class RunState:
         self.admin_access_allowed = admin_access_allowed
         self.pools: list[Pool] = []
         self.candidates: list[Candidate] = []
+        # per candidate: allocated before this run (taken_before, fixed for the run); None: not asked yet
+        self.taken: list[bool | None] = []
         # requests[claim][request] = [RequestData] (one) or one per subrequest
         self.requests: list[list[list[RequestData]]] = []
         self.selected_sub: dict[tuple[int, int], int] = {}
@@ -71,7 +72,7 @@ class RunState:
         self._capacity_needs: dict[tuple[int, int], Needs | Literal[False] | None] = {}  # the same keys
         self.constraints: list[list[Constraint]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
-        self.allocating_capacity: dict[DeviceID, dict[str, Fraction]] = {}
+        self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}  # nano units
         self.allocating_shares: dict[DeviceID, int] = {}
         # DRAConsumableCapacity off: an allocation with a shareID counts as an ordinary allocation of its
         # device (upstream GatherAllocatedState puts it with the exclusively allocated devices)
@@ -79,7 +80,7 @@ class RunState:
             frozenset() if self.features.consumable_capacity
             else frozenset(did for did, _ in parent.allocated.shared)
         )
-        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, Fraction]]] = {}
+        self.consumed_counters: dict[tuple[str, str], dict[str, dict[str, int]]] = {}  # nano units
         self.consumed_groups: dict[tuple[str, str], dict[str, GroupState]] = {}
         # DRAOptionalNodeOperations: devices of slices with skipNodeOperations only on nodes that
         # declare the feature (kubelet publishes status.declaredFeatures).
@@ -237,7 +238,11 @@ class RunState:
         )
 
     def in_use(self, did: DeviceID) -> bool:
-        return did in self.a.allocated.devices or did in self.shared_in_use or bool(self.allocating.get(did))
+        return self.taken_before(did) or bool(self.allocating.get(did))
+
+    def taken_before(self, did: DeviceID) -> bool:
+        """Allocated by an earlier claim (fixed for the run); :meth:`in_use` adds this run's own."""
+        return did in self.a.allocated.devices or did in self.shared_in_use
 
     def _capacity_in_use(self, did: DeviceID) -> bool:
         return did in self.a.allocated.capacity or self.allocating_shares.get(did, 0) > 0
@@ -278,21 +283,28 @@ class RunState:
         return lookup
 
     def counters_ok(self, pool: Pool, d: PreparedDevice, *, commit: bool) -> bool:
-        available = self.a.available_counters(pool)
+        """``d`` fits the counters of ``pool`` next to the allocated and tentatively allocated devices
+        (upstream's checkAvailableCounters: every counter of the pool within what is available). Only
+        the counters ``d`` consumes are compared: the others hold already (``available_counters``'
+        flag, and every device added in this run passed this check)."""
+        available, none_overdrawn = self.a.available_counters(pool)
+        if not none_overdrawn:
+            return False
         consumed = self.consumed_counters.setdefault((pool.driver, pool.pool), {})
         self._add_counters(consumed, d, 1)
-        ok = all(
-            value >= consumed.get(set_name, {}).get(name, 0)
-            for set_name, counters in available.items()
-            for name, value in counters.items()
-        )
+        ok = True
+        for set_name, counters in d.consumes:
+            left, used = available.get(set_name), consumed[set_name]
+            if left is not None and any(name in left and left[name] < used[name] for name in counters):
+                ok = False
+                break
         if not ok or not commit:
             self._add_counters(consumed, d, -1)
         return ok
 
     @staticmethod
-    def _add_counters(consumed: dict[str, dict[str, Fraction]], d: PreparedDevice, sign: int) -> None:
+    def _add_counters(consumed: dict[str, dict[str, int]], d: PreparedDevice, sign: int) -> None:
         for set_name, counters in d.consumes:
             target = consumed.setdefault(set_name, {})
             for name, value in counters.items():
-                target[name] = target.get(name, Fraction(0)) + sign * value
+                target[name] = target.get(name, 0) + sign * value

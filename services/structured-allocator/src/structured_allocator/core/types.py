@@ -19,12 +19,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from fractions import Fraction
 from typing import Any, ClassVar, NamedTuple
 
 from draflow_runtime.dra import allocation_results
 
-from .quantity import parse_quantity
+from .quantity import nano_units, parse_quantity
 
 __all__ = [
     "MAX_RESULTS_PER_CLAIM",
@@ -103,7 +102,8 @@ class AllocatedState:
 
     * ``devices``: exclusively allocated devices (admin-access results do not count, as upstream);
     * ``shared``: (device, shareID) of allocations of multi-allocatable devices;
-    * ``capacity``: consumed capacity per shared device, summed over its allocations (exact values).
+    * ``capacity``: consumed capacity per shared device, summed over its allocations (exact, in nano
+      units: :func:`~.quantity.nano_units`).
 
     Build it with :meth:`from_claims` from claims' ``status.allocation`` and add in-flight allocations
     with :meth:`add_allocation`; :meth:`copy` before mutating a shared instance.
@@ -111,7 +111,7 @@ class AllocatedState:
 
     devices: set[DeviceID] = field(default_factory=set)
     shared: set[tuple[DeviceID, str]] = field(default_factory=set)
-    capacity: dict[DeviceID, dict[str, Fraction]] = field(default_factory=dict)
+    capacity: dict[DeviceID, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
     def from_claims(cls, claims: Iterable[Mapping[str, Any]]) -> AllocatedState:
@@ -132,11 +132,15 @@ class AllocatedState:
                 if key in self.shared:
                     continue
                 self.shared.add(key)
-                consumed = self.capacity.setdefault(did, {})
-                for name, value in (result.get("consumedCapacity") or {}).items():
-                    consumed[name] = consumed.get(name, Fraction(0)) + parse_quantity(value).value
+                self.count_capacity(did, result, 1)
             elif not result.get("adminAccess"):
                 self.devices.add(did)
+
+    def count_capacity(self, did: DeviceID, result: Mapping[str, Any], sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) the ``consumedCapacity`` of one allocation result."""
+        consumed = self.capacity.setdefault(did, {})
+        for name, value in (result.get("consumedCapacity") or {}).items():
+            consumed[name] = consumed.get(name, 0) + sign * nano_units(parse_quantity(value).value)
 
     def copy(self) -> AllocatedState:
         return AllocatedState(
