@@ -8,7 +8,8 @@ deleted claims (for the ``deleted`` NATS event). What enqueues what:
 pod event          the pod (if it has ``spec.resourceClaims``, is not being deleted and
                    :func:`~claim_controller.pods.pod_needs_work`: as upstream); when it is
                    deleted or done, also every claim it uses or owns, its extended resource claim too
-                   (their reservations may have to go)
+                   (their reservations may have to go); a pod without claims of its own, gone or
+                   done, the claims it controls (an extended resource claim its status never named)
 claim event        the claim; every pod that references it by name (index ``byClaim``) and its owner
                    pod, those that need work
 template event     every pod with a claim from that template (index ``byTemplate``); every PodGroup too
