@@ -57,12 +57,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from .capacity import CapacityValueError, consumed_capacity
 from .cel_env import CelCache, CelCompileError
 from .derived import DerivedExpression, compile_derived
 from .groups import Baseline, baseline
 from .pools import Pool, PreparedDevice, PreparedSlice
-from .quantity import nano_units
 from .requests import RequestData
 from .results import allocation_result
 from .run_state import RunState
@@ -370,14 +368,10 @@ class _Run(RunState):
                 result["bindingFailureConditions"] = list(d.binding_failure_conditions)
         consumed: dict[str, int] | None = None  # nano units, as allocating_capacity
         if multi:
-            try:
-                quantities = consumed_capacity(rd.capacity, d, self.features.fractional_capacity_range)
-            except CapacityValueError as exc:  # checked before; kept fail-closed
-                raise self._capacity_error(rd, d, exc) from exc
-            consumed = {k: nano_units(q.value) for k, q in quantities.items()}
+            consumed, written = self.consumed(rd, d)
             result["shareID"] = self.a.new_share_id()
-            if quantities:
-                result["consumedCapacity"] = {k: q.canonical() for k, q in quantities.items()}
+            if written:
+                result["consumedCapacity"] = dict(written)
             target = self.allocating_capacity.setdefault(d.id, {})
             for k, v in consumed.items():
                 target[k] = target.get(k, 0) + v

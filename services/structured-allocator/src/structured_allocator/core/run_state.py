@@ -9,12 +9,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from .capacity import CapacityValueError, Needs, capacity_needs, fits_in_use
+from .capacity import CapacityValueError, Needs, capacity_needs, consumed_capacity, fits_in_use
 from .cel_env import CelCompileError
 from .constraints import Constraint, Lookup, _raw_attribute, build_constraint
 from .derived import evaluate_memo
 from .groups import GroupState, consume
 from .pools import Pool, PreparedDevice, PreparedSlice, node_matches
+from .quantity import nano_units
 from .requests import RequestData, claim_key, validate_request
 from .selection import selectable
 from .types import (
@@ -70,6 +71,7 @@ class RunState:
         # live as long as the run, so their ids are stable keys.
         self._selectable: dict[tuple[int, int], bool] = {}
         self._capacity_needs: dict[tuple[int, int], Needs | Literal[False] | None] = {}  # the same keys
+        self._consumed: dict[tuple[int, int], tuple[dict[str, int], dict[str, str]]] = {}  # the same keys
         self.constraints: list[list[Constraint]] = []
         self.allocating: dict[DeviceID, set[int]] = {}
         self.allocating_capacity: dict[DeviceID, dict[str, int]] = {}  # nano units
@@ -224,6 +226,21 @@ class RunState:
             return needs
         return fits_in_use(needs, None if static else self.a.allocated.capacity.get(d.id),
                            None if static else self.allocating_capacity.get(d.id))
+
+    def consumed(self, rd: RequestData, d: PreparedDevice) -> tuple[dict[str, int], dict[str, str]]:
+        """What one allocation of multi-allocatable ``d`` for ``rd`` consumes: nano units per capacity,
+        and the result's ``consumedCapacity`` text (fixed for the run, remembered: the search may try the
+        pair many times; callers copy before handing the text out)."""
+        key = (id(rd), id(d))
+        known = self._consumed.get(key)
+        if known is None:
+            try:
+                quantities = consumed_capacity(rd.capacity, d, self.features.fractional_capacity_range)
+            except CapacityValueError as exc:  # checked before; kept fail-closed
+                raise self._capacity_error(rd, d, exc) from exc
+            known = self._consumed[key] = ({k: nano_units(q.value) for k, q in quantities.items()},
+                                           {k: q.canonical() for k, q in quantities.items()})
+        return known
 
     def _capacity_error(
         self, rd: RequestData, d: PreparedDevice, exc: CapacityValueError
