@@ -221,7 +221,7 @@ async def test_a_cancellation_the_worker_did_not_ask_for_is_retried_and_the_work
     async def reconcile(key: str) -> Done:
         calls[key] = calls.get(key, 0) + 1
         if calls[key] == 1:
-            inner = asyncio.ensure_future(asyncio.sleep(60))
+            inner = asyncio.get_running_loop().create_future()  # completes only by the cancel below
             asyncio.get_running_loop().call_soon(inner.cancel)
             await inner  # raises CancelledError in this task, which nobody cancelled
         if calls.keys() == {"a", "b"} and min(calls.values()) >= 2:
@@ -245,7 +245,7 @@ async def test_cancelling_the_runner_still_cancels_a_reconcile_in_flight() -> No
 
     async def reconcile(key: str) -> Done:
         started.set()
-        await asyncio.sleep(60)
+        await asyncio.Event().wait()  # never set: only the runner's cancellation ends it
         return Done()
 
     q = WorkQueue(name="runner-cancel")

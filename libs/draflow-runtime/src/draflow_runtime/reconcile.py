@@ -43,7 +43,10 @@ from .log import get_logger
 from .metrics import registered_collector
 from .workqueue import QueueShutDown, WorkQueue
 
-__all__ = ["Done", "ReconcileResult", "RequeueAfter", "RequeueWithBackoff", "Runner", "TerminalError"]
+__all__ = [
+    "Done", "ReconcileResult", "RequeueAfter", "RequeueWithBackoff", "Runner", "TerminalError",
+    "cancelled_by_caller",
+]
 
 log = get_logger(__name__)
 
@@ -85,6 +88,14 @@ class RequeueWithBackoff:
 
 
 ReconcileResult = Done | RequeueAfter | RequeueWithBackoff | None
+
+
+def cancelled_by_caller() -> bool:
+    """The current task itself is being cancelled (shut-down, a timeout), as opposed to a
+    ``CancelledError`` a library raised into it for something it awaited (grpc.aio fails the calls of a
+    channel it closes that way): only the first must propagate as a cancellation."""
+    task = asyncio.current_task()
+    return task is None or task.cancelling() > 0
 ReconcileFn = Callable[[Any], Awaitable[ReconcileResult]]
 TerminalCallback = Callable[[Any, TerminalError], Awaitable[None] | None]
 
@@ -160,8 +171,7 @@ class Runner:
             except Exception as err:
                 self._retry(key, err)
             except asyncio.CancelledError as err:
-                task = asyncio.current_task()
-                if task is None or task.cancelling():
+                if cancelled_by_caller():
                     raise  # the worker itself is cancelled (shut-down, a shard given up)
                 self._retry(key, err)  # before: the key was lost, and the worker ended silently
             else:

@@ -34,6 +34,7 @@ from draflow_runtime.errors import DraflowError
 from draflow_runtime.log import get_logger
 from draflow_runtime.metrics import registered_collector
 from draflow_runtime.passedclaims import claims_metadata
+from draflow_runtime.reconcile import cancelled_by_caller
 
 from .checkpoint import ClaimInfo, PreparedDevice
 from .claimevents import ClaimEvents
@@ -94,13 +95,6 @@ def _failed(method: str, exc: grpc.aio.AioRpcError | ConnectionClosed) -> str:
     if isinstance(exc, ConnectionClosed):
         return str(exc)
     return f"{method} failed: {exc.code().name}: {exc.details()}"
-
-
-def _cancelled_by_caller() -> bool:
-    """True when the current task itself is being cancelled (shutdown, the runner's timeout), not only
-    the gRPC call it awaits."""
-    task = asyncio.current_task()
-    return task is None or task.cancelling() > 0
 
 
 class DriverCalls:
@@ -204,7 +198,7 @@ class DriverCalls:
                 span.set_status(Status(StatusCode.ERROR, exc.details() or exc.code().name))
                 raise
             except asyncio.CancelledError as exc:
-                if _cancelled_by_caller():
+                if cancelled_by_caller():
                     raise
                 closed = ConnectionClosed(plugin.driver, plugin.endpoint, method)
                 span.set_attribute("rpc.grpc.status_code", grpc.StatusCode.CANCELLED.value[0])
